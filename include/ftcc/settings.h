@@ -1,0 +1,67 @@
+/* The one table of FTCC_* settings.
+ *
+ * Every environment variable ftcc reads is declared once here with its type, default and a
+ * one-line doc. Values are parsed once by ftcc_settings_load(); a malformed value is an error
+ * (with a log line naming the variable), never silently replaced by the default.
+ */
+#ifndef FTCC_SETTINGS_H
+#define FTCC_SETTINGS_H
+
+#include <stdint.h>
+
+/* X(name, type, default, min, max, doc). Types: INT (int64 in [min,max]), STR (string; min/max
+ * unused). Name is the suffix after FTCC_. */
+#define FTCC_SETTINGS(X)                                                                           \
+	X(DEBUG, STR, "WARN", 0, 0, "log level without NCCL's logger: NONE, WARN, INFO or TRACE")  \
+	X(SOCKET_IFNAME, STR, "", 0, 0,                                                            \
+	  "interfaces to use, as NCCL_SOCKET_IFNAME: prefixes, ^ to exclude, = for exact names")   \
+	X(FAILURE_TIMEOUT_MS, INT, 2000, 100, 600000,                                              \
+	  "silence (no heartbeat, no bytes) after which a peer is declared lost")                  \
+	X(HEARTBEAT_MS, INT, 0, 0, 60000,                                                          \
+	  "heartbeat period; 0 = FAILURE_TIMEOUT_MS/8, at most 100")                               \
+	X(NSTREAMS, INT, 2, 1, 16, "data sockets per connection (bandwidth; each is a TCP stream)") \
+	X(MIN_CHUNK, INT, 131072, 4096, 1073741824,                                                \
+	  "smallest piece of a message given to one data socket")                                  \
+	X(RECONNECT_MS, INT, 0, 0, 600000,                                                         \
+	  "how long to try to restore a reset connection; 0 = FAILURE_TIMEOUT_MS")                 \
+	X(CONNECT_TIMEOUT_MS, INT, 30000, 100, 3600000,                                            \
+	  "how long a connection attempt may take before it fails")                                \
+	X(SOCKBUF, INT, 0, 0, 268435456, "SO_SNDBUF/SO_RCVBUF of data sockets; 0 = kernel default") \
+	X(NUMA_BIND, INT, 1, 0, 1, "run the progress thread on the NUMA node of the first NIC")    \
+	X(INJECT, STR, "", 0, 0, "test-only fault injection: name[:count] of a syscall wrapper to fail")
+
+enum ftcc_setting_id {
+#define FTCC_X_ENUM(name, type, def, min, max, doc) FTCC_SET_##name,
+	FTCC_SETTINGS(FTCC_X_ENUM)
+#undef FTCC_X_ENUM
+	FTCC_SET_COUNT
+};
+
+enum ftcc_setting_type { FTCC_SETTING_INT, FTCC_SETTING_STR };
+
+/* Static description of one setting (for the README check and `--settings` listings). */
+struct ftcc_setting_desc {
+	const char *name; /* "FTCC_" prefixed */
+	enum ftcc_setting_type type;
+	const char *def; /* default, as text */
+	int64_t min, max;
+	const char *doc;
+};
+
+/* Returns the table of FTCC_SET_COUNT descriptions (static storage). */
+const struct ftcc_setting_desc *ftcc_settings_table(void);
+
+/* Reads every FTCC_* variable from the environment. Returns 0, or -EINVAL after logging
+ * which variable is malformed (values are then left at their defaults). Thread-safe; later
+ * calls re-read the environment (tests use that). */
+int ftcc_settings_load(void);
+
+/* Parses @text as setting @id into the current values. 0 or -EINVAL. Used by tests. */
+int ftcc_settings_set(enum ftcc_setting_id id, const char *text);
+
+/* Current value of an INT / STR setting. Never fails; the returned string lives until the
+ * next load. */
+int64_t ftcc_setting_int(enum ftcc_setting_id id);
+const char *ftcc_setting_str(enum ftcc_setting_id id);
+
+#endif

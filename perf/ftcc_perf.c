@@ -1,0 +1,256 @@
+/* ftcc-perf main: options, the table of modes, and the forked ranks.
+ * Each mode is one row of perf_modes[]; main forks the mode's ranks on this host, connected by
+ * a socketpair mesh made before fork(), and turns their exit statuses into its own.
+ */
+#include "perf.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Adding a mode = one row here (and its run function). */
+static const struct perf_mode perf_modes[] = {
+	{ .name = "p2p",
+	  .nranks = 2,
+	  .doc = "rank 0 -> rank 1 through the plug-in's isend/irecv/test (-R: round trip)",
+	  .run = perf_p2p_run },
+	{ .name = "sock",
+	  .nranks = 2,
+	  .doc = "baseline: one blocking TCP stream over loopback, TCP_NODELAY (-R: ping-pong)",
+	  .run = perf_sock_run },
+};
+
+#define PERF_NMODES (sizeof(perf_modes) / sizeof(perf_modes[0]))
+#define PERF_KILL_GRACE_NS (5ull * 1000000000ull)
+
+static void usage(FILE *f)
+{
+	size_t i;
+
+	fprintf(f,
+		"usage: ftcc-perf [-m mode] [-b minbytes] [-e maxbytes] [-f stepfactor] [-n iters]\n"
+		"                 [-w warmup] [-c 0|1] [-d depth] [-p plugin.so] [-R] [-j]\n"
+		"  -b, -e   smallest and largest message size; K, M, G suffixes (default 32M)\n"
+		"  -f       multiply the size by this until it exceeds maxbytes (default 2)\n"
+		"  -n, -w   timed and warm-up iterations per size (default 20, 5)\n"
+		"  -c 1     fill with a pattern of (iteration, offset), verify, count #wrong bytes\n"
+		"  -d       requests in flight per side, 1..32 (default 8, like NCCL_STEPS)\n"
+		"  -p       plug-in to dlopen (default $FTCC_PLUGIN_PATH, else libnccl-net-ftcc.so)\n"
+		"  -R       round-trip latency: one message in flight, time = full round trip\n"
+		"  -j       JSON lines (one object per size) instead of the table\n"
+		"modes:\n");
+	for (i = 0; i < PERF_NMODES; i++) {
+		fprintf(f, "  %-6s %d ranks: %s\n", perf_modes[i].name, perf_modes[i].nranks,
+			perf_modes[i].doc);
+	}
+}
+
+static int parse_int(const char *text, int lo, int hi, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(text, &end, 10);
+	if (errno || end == text || *end || v < lo || v > hi) {
+		return -EINVAL;
+	}
+	*out = (int)v;
+	return 0;
+}
+
+/* One option letter with its argument; 0 or -EINVAL. */
+static int parse_opt(struct perf_opts *o, int c, const char *arg)
+{
+	char *end;
+
+	switch (c) {
+	case 'b':
+		return perf_parse_size(arg, &o->min_bytes);
+	case 'e':
+		return perf_parse_size(arg, &o->max_bytes);
+	case 'f':
+		o->step_factor = strtod(arg, &end);
+		return *end || !(o->step_factor > 1.0) ? -EINVAL : 0;
+	case 'n':
+		return parse_int(arg, 1, 1000000, &o->iters);
+	case 'w':
+		return parse_int(arg, 0, 1000000, &o->warmup);
+	case 'c':
+		return parse_int(arg, 0, 1, &o->check);
+	case 'd':
+		return parse_int(arg, 1, 32, &o->depth);
+	case 'm':
+		o->mode = arg;
+		return 0;
+	case 'p':
+		o->plugin_path = arg;
+		return 0;
+	case 'j':
+		o->json = 1;
+		return 0;
+	case 'R':
+		o->roundtrip = 1;
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+static int parse_args(int argc, char **argv, struct perf_opts *o)
+{
+	int c;
+
+	*o = (struct perf_opts){ .min_bytes = 32u << 20,
+				 .max_bytes = 32u << 20,
+				 .step_factor = 2.0,
+				 .iters = 20,
+				 .warmup = 5,
+				 .depth = 8,
+				 .mode = "p2p",
+				 .plugin_path = getenv("FTCC_PLUGIN_PATH") };
+	if (!o->plugin_path || !*o->plugin_path) {
+		o->plugin_path = "libnccl-net-ftcc.so";
+	}
+	while ((c = getopt(argc, argv, "b:e:f:n:w:c:d:m:p:jRh")) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			exit(0);
+		}
+		if (parse_opt(o, c, optarg)) {
+			fprintf(stderr, "ftcc-perf: bad option -%c%s%s\n", optopt ? optopt : c,
+				optarg ? " " : "", optarg ? optarg : "");
+			return -EINVAL;
+		}
+	}
+	if (optind != argc || o->min_bytes == 0 || o->max_bytes < o->min_bytes) {
+		fprintf(stderr,
+			"ftcc-perf: need 1 <= minbytes <= maxbytes and no stray arguments\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static const struct perf_mode *find_mode(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < PERF_NMODES; i++) {
+		if (!strcmp(perf_modes[i].name, name)) {
+			return &perf_modes[i];
+		}
+	}
+	return NULL;
+}
+
+/* Waits for all @n children. After the first failure the others get PERF_KILL_GRACE_NS to end
+ * on their own (they see the dead peer's bootstrap socket close), then SIGKILL. */
+static int wait_ranks(const pid_t *pids, int n)
+{
+	int alive = n, failed = 0, status, r;
+	uint64_t kill_at = 0;
+
+	while (alive) {
+		pid_t pid = waitpid(-1, &status, kill_at ? WNOHANG : 0);
+
+		if (pid < 0 && errno == EINTR) {
+			continue;
+		}
+		if (pid < 0) {
+			return -errno;
+		}
+		if (pid == 0) {
+			if (perf_now_ns() >= kill_at) {
+				for (r = 0; r < n; r++) {
+					kill(pids[r], SIGKILL); /* reaped ones: ESRCH, harmless */
+				}
+			}
+			nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+			continue;
+		}
+		for (r = 0; r < n && pids[r] != pid; r++) {
+		}
+		alive--;
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+			continue;
+		}
+		if (WIFSIGNALED(status)) {
+			fprintf(stderr, "ftcc-perf: rank %d killed by signal %d\n", r,
+				WTERMSIG(status));
+		} else {
+			fprintf(stderr, "ftcc-perf: rank %d failed (exit %d)\n", r,
+				WEXITSTATUS(status));
+		}
+		if (!failed++) {
+			kill_at = perf_now_ns() + PERF_KILL_GRACE_NS;
+		}
+	}
+	return failed ? -EIO : 0;
+}
+
+/* Forks @m's ranks, each running m->run on its end of the bootstrap mesh. */
+static int run_mode(const struct perf_mode *m, const struct perf_opts *o)
+{
+	struct perf_boot all[PERF_MAX_RANKS];
+	pid_t pids[PERF_MAX_RANKS];
+	int i, r, rc;
+
+	rc = perf_boot_create(all, m->nranks);
+	if (rc) {
+		fprintf(stderr, "ftcc-perf: socketpair: %s\n", strerror(-rc));
+		return rc;
+	}
+	fflush(NULL);
+	for (r = 0; r < m->nranks; r++) {
+		pids[r] = fork();
+		if (pids[r] < 0) {
+			rc = -errno;
+			break;
+		}
+		if (pids[r] == 0) {
+			perf_boot_keep(all, r);
+			rc = m->run(o, &all[r]);
+			perf_boot_close(&all[r]);
+			fflush(NULL);
+			_exit(rc ? 1 : 0);
+		}
+	}
+	for (i = 0; i < m->nranks; i++) {
+		perf_boot_close(&all[i]);
+	}
+	if (r < m->nranks) {
+		fprintf(stderr, "ftcc-perf: fork: %s\n", strerror(-rc));
+		for (i = 0; i < r; i++) {
+			kill(pids[i], SIGKILL);
+		}
+		while (wait(NULL) > 0) {
+		}
+		return rc;
+	}
+	return wait_ranks(pids, m->nranks);
+}
+
+int main(int argc, char **argv)
+{
+	const struct perf_mode *m;
+	struct perf_opts o;
+
+	if (parse_args(argc, argv, &o)) {
+		usage(stderr);
+		return 2;
+	}
+	m = find_mode(o.mode);
+	if (!m) {
+		fprintf(stderr, "ftcc-perf: unknown mode '%s'\n", o.mode);
+		usage(stderr);
+		return 2;
+	}
+	/* A benchmark on one host: keep the plug-in on loopback unless told otherwise. */
+	setenv("FTCC_SOCKET_IFNAME", "lo", 0);
+	return run_mode(m, &o) ? 1 : 0;
+}

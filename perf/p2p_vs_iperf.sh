@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Compares ftcc's p2p path (ftcc-perf -m p2p over libnccl-net-ftcc.so) with other single-stream
+# TCP numbers measured in the same run on 127.0.0.1:
+#   throughput at 1 MiB, 64 MiB, 256 MiB: ftcc vs iperf3 (target: ftcc/iperf3 >= 0.85 at 64 MiB)
+#                                          and vs ftcc-perf -m sock (blocking send/recv)
+#   round trip at 8 B, 64 B, 1 KiB, 64 KiB: ftcc -R vs ftcc-perf -m sock -R (target <= 1.5x)
+# Every number is the median of REPS runs (default 5); each ftcc-perf run itself reports the
+# median of its timed iterations. Builds nothing.
+#
+# usage: perf/p2p_vs_iperf.sh [BUILD_DIR]     (default: build)
+# env:   REPS=5  IPERF_PORT=<random>  OUT=<dir to keep the raw JSON lines>
+#
+# Why iperf3 is run as `-l 1M -t 2 -O 1`: iperf3 measures a stream, not messages, and 1 MiB is
+# both its largest write and about what NCCL hands a net plug-in per isend. One second of
+# slow start is omitted and two seconds measured. Its 1 MiB buffer stays in cache, while an
+# ftcc-perf iteration of 64 MiB streams a 64 MiB buffer through memory, so iperf3 is an upper
+# bound for one TCP stream here; the same-run blocking-socket column shows the cost of the
+# larger buffer without the plug-in.
+set -euo pipefail
+
+BUILD=${1:-build}
+REPS=${REPS:-5}
+PORT=${IPERF_PORT:-$((20000 + RANDOM % 20000))}
+PERF=$BUILD/ftcc-perf
+PLUGIN=$BUILD/libnccl-net-ftcc.so
+TPUT_SIZES="1048576 67108864 268435456"
+RTT_SIZES="8 64 1024 65536"
+export FTCC_SOCKET_IFNAME=${FTCC_SOCKET_IFNAME:-lo}
+
+for f in "$PERF" "$PLUGIN"; do
+	[[ -e $f ]] || { echo "missing $f (build first: cmake --build $BUILD)" >&2; exit 2; }
+done
+for t in iperf3 jq timeout; do
+	command -v "$t" >/dev/null || { echo "needs $t" >&2; exit 2; }
+done
+
+WORK=$(mktemp -d)
+SERVER=
+cleanup() {
+	if [[ -n $SERVER ]]; then
+		kill "$SERVER" 2>/dev/null || true
+		wait "$SERVER" 2>/dev/null || true
+	fi
+	if [[ -n ${OUT:-} ]]; then
+		mkdir -p "$OUT"
+		cp "$WORK"/*.json "$OUT"/ 2>/dev/null || true
+	fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# median of the numbers on stdin
+median() {
+	sort -g | awk '{ v[NR] = $1 } END {
+		if (NR == 0) { print "nan"; exit }
+		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# ratio A/B with 3 decimals, or "n/a"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a == a + 0) printf "%.3f", a / b; else print "n/a" }'; }
+
+# perf_json NAME ARGS...: one ftcc-perf run, JSON lines appended to $WORK/NAME.json
+perf_json() {
+	local name=$1
+	shift
+	timeout 60 "$PERF" -j "$@" >>"$WORK/$name.json" || echo "ftcc-perf $* failed" >&2
+}
+
+# pick NAME SIZE FIELD: median over runs of FIELD in the rows of SIZE
+pick() {
+	jq -r --argjson s "$2" "select(.size == \$s) | .$3" "$WORK/$1.json" | median
+}
+
+echo "# ftcc p2p vs iperf3 and blocking sockets on 127.0.0.1, $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "# $(nproc) cores, $(uname -sr), REPS=$REPS; throughput in GB/s (1e9 B/s), round trip in us"
+
+iperf3 -s -p "$PORT" >/dev/null 2>&1 &
+SERVER=$!
+sleep 0.5
+for ((i = 0; i < REPS; i++)); do
+	for try in 1 2 3 fail; do
+		if [[ $try == fail ]]; then
+			echo "iperf3 client failed 3 times" >&2
+		elif timeout 20 iperf3 -c 127.0.0.1 -p "$PORT" -l 1M -t 2 -O 1 -J >"$WORK/iperf.one"
+		then
+			jq -c '{gbps: (.end.sum_received.bits_per_second / 8e9)}' "$WORK/iperf.one" \
+				>>"$WORK/iperf.json"
+			break
+		else
+			sleep 0.5
+		fi
+	done
+	# -n 10 -w 3: a 256 MiB iteration takes ~0.1 s here; the sweep also measures 4 and 16 MiB
+	perf_json p2p -m p2p -p "$PLUGIN" -b 1M -e 256M -f 4 -n 10 -w 3
+	perf_json sock -m sock -b 1M -e 256M -f 4 -n 10 -w 3
+done
+IPERF=$(jq -r .gbps "$WORK/iperf.json" 2>/dev/null | median)
+
+echo
+printf "%-10s %10s %10s %10s %12s %10s  %s\n" size ftcc-p2p sock iperf3 ftcc/iperf3 ftcc/sock \
+	"target (ftcc/iperf3 >= 0.85 at 64 MiB)"
+for s in $TPUT_SIZES; do
+	f=$(pick p2p "$s" algbw_GBps)
+	k=$(pick sock "$s" algbw_GBps)
+	r=$(ratio "$f" "$IPERF")
+	verdict=
+	if [[ $s == 67108864 ]]; then
+		verdict=$(awk -v r="$r" 'BEGIN { print (r == r + 0 && r >= 0.85) ? "MET" : "NOT MET" }')
+	fi
+	printf "%-10s %10.3f %10.3f %10.3f %12s %10s  %s\n" "$((s >> 20))MiB" "$f" "$k" "$IPERF" \
+		"$r" "$(ratio "$f" "$k")" "$verdict"
+done
+
+for ((i = 0; i < REPS; i++)); do
+	for s in $RTT_SIZES; do
+		perf_json p2p_rtt -m p2p -p "$PLUGIN" -R -b "$s" -e "$s" -n 2000 -w 200
+		perf_json sock_rtt -m sock -R -b "$s" -e "$s" -n 2000 -w 200
+	done
+done
+
+echo
+printf "%-10s %12s %12s %12s %12s %8s  %s\n" size ftcc-med sock-med ftcc-p99 sock-p99 \
+	ftcc/sock "target (<= 1.5x, medians)"
+for s in $RTT_SIZES; do
+	f=$(pick p2p_rtt "$s" time_median_us)
+	k=$(pick sock_rtt "$s" time_median_us)
+	r=$(ratio "$f" "$k")
+	printf "%-10s %12.2f %12.2f %12.2f %12.2f %8s  %s\n" "${s}B" "$f" "$k" \
+		"$(pick p2p_rtt "$s" time_p99_us)" "$(pick sock_rtt "$s" time_p99_us)" "$r" \
+		"$(awk -v r="$r" 'BEGIN { print (r == r + 0 && r <= 1.5) ? "MET" : "NOT MET" }')"
+done

@@ -1,0 +1,128 @@
+/* ftcc-perf: shared declarations of the nccl-tests-style benchmark.
+ *
+ * A benchmark run is one mode (a row of the mode table in ftcc_perf.c) executed by nranks
+ * forked processes on this host. The processes talk to each other over a bootstrap mesh of
+ * socketpairs made before fork(); timed traffic goes over whatever the mode measures (the
+ * ftcc plug-in, plain TCP sockets, ...). Rank 0 gathers the per-iteration times and prints.
+ * Everything here is single-threaded per process.
+ */
+#ifndef FTCC_PERF_H
+#define FTCC_PERF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PERF_MAX_RANKS 16
+#define PERF_CHUNK_MAX (4u << 20) /* largest message of one iteration, like NCCL's buffer */
+#define PERF_CONNECT_TIMEOUT_NS (10ull * 1000000000ull)
+#define PERF_STALL_TIMEOUT_NS (30ull * 1000000000ull) /* no progress at all for this long */
+
+/* Command-line options; filled once by main, read-only afterwards. */
+struct perf_opts {
+	size_t min_bytes, max_bytes;
+	double step_factor;
+	int iters, warmup, check, depth, json, roundtrip;
+	const char *mode;
+	const char *plugin_path;
+};
+
+/* One process's end of the bootstrap mesh. fds[peer] is a connected stream socket to @peer
+ * (-1 for self). Owned by the rank process; closed by perf_boot_close(). */
+struct perf_boot {
+	int nranks, rank;
+	int fds[PERF_MAX_RANKS];
+};
+
+/* One benchmark mode: a row of the const table in ftcc_perf.c. @run is called in every forked
+ * rank and returns 0 or a negative errno (after printing why). */
+struct perf_mode {
+	const char *name;
+	int nranks;
+	const char *doc;
+	int (*run)(const struct perf_opts *o, struct perf_boot *b);
+};
+
+/* What rank 0 reports for one size. Times in microseconds. */
+struct perf_result {
+	size_t size, count;
+	const char *type, *redop;
+	int iters;
+	double t_min, t_med, t_p99, t_mean;
+	double algbw, busbw; /* GB/s (1e9), from the median time */
+	uint64_t wrong;
+};
+
+/* How per-iteration times of the ranks are combined into one time per iteration. */
+enum perf_combine {
+	PERF_TIME_MAX,	 /* slowest rank (a transfer ends when its last side ends) */
+	PERF_TIME_RANK0, /* rank 0 only (round trips are measured where they start) */
+};
+
+/* --- perf_common.c ------------------------------------------------------------------------- */
+
+/* Parses "123", "4K", "64M", "1G" (binary multiples, optional trailing B). 0 or -EINVAL. */
+int perf_parse_size(const char *text, size_t *out);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t perf_now_ns(void);
+
+/* Creates the socketpair mesh for @nranks in @all (one struct per rank, fds not yet trimmed).
+ * 0 or -errno. Call perf_boot_keep(all, rank) in each child to keep only its own ends. */
+int perf_boot_create(struct perf_boot *all, int nranks);
+void perf_boot_keep(struct perf_boot *all, int rank);
+void perf_boot_close(struct perf_boot *b);
+
+/* Blocking, exact-length exchange with @peer over the bootstrap. 0, or -EPIPE on a closed
+ * peer (the peer process died), or -errno. Retries EINTR. */
+int perf_boot_send(struct perf_boot *b, int peer, const void *buf, size_t len);
+int perf_boot_recv(struct perf_boot *b, int peer, void *buf, size_t len);
+
+/* All ranks wait for each other (star through rank 0). 0 or -errno. */
+int perf_boot_barrier(struct perf_boot *b);
+
+/* Fills @buf with the check pattern of (iteration @iter, byte offset); counts bytes that differ
+ * from that pattern. Pure functions of their arguments. */
+void perf_pattern_fill(void *buf, size_t len, uint64_t iter);
+uint64_t perf_pattern_wrong(const void *buf, size_t len, uint64_t iter);
+
+/* Gathers each rank's @n iteration times (ns) and wrong-byte count to rank 0 and, on rank 0,
+ * fills the time and wrong fields of @res. Collective: every rank calls it with the same @n.
+ * 0 or -errno. */
+int perf_collect(struct perf_boot *b, const uint64_t *times_ns, int n, uint64_t wrong,
+		 enum perf_combine how, struct perf_result *res);
+
+/* Sets algbw = @bytes / median time, and busbw = algbw * @busbw_factor. */
+void perf_result_bw(struct perf_result *res, double bytes, double busbw_factor);
+
+/* Rank 0 only: prints the header (with @notes, '#'-prefixed lines, may be NULL) / one row.
+ * Table or JSON lines by o->json. */
+void perf_report_header(const struct perf_opts *o, const char *notes);
+void perf_report_row(const struct perf_opts *o, const struct perf_result *res);
+
+/* --- perf_pair.c: the two-rank transfer benchmark shared by p2p and sock modes -------------- */
+
+/* A transport between rank 0 and rank 1. Every call blocks until done (bounded), and returns 0
+ * or a negative errno after printing why. */
+struct perf_pair_ops {
+	/* rank 0: sends @size bytes of @buf; rank 1: receives exactly @size bytes into @buf. */
+	int (*send)(void *t, void *buf, size_t size);
+	int (*recv)(void *t, void *buf, size_t size);
+	/* One round trip. rank 0: sends @sbuf and receives the echo into @rbuf. rank 1: receives
+	 * into @rbuf and sends it back. */
+	int (*pingpong)(void *t, int rank, void *sbuf, void *rbuf, size_t size);
+};
+
+/* Runs the size sweep of @o over @ops between ranks 0 and 1 (rank 0 decides the plan and sends
+ * it to rank 1), prints on rank 0. @sbuf/@rbuf hold at least o->max_bytes. 0 or -errno. */
+int perf_pair_run(const struct perf_opts *o, struct perf_boot *b, const struct perf_pair_ops *ops,
+		  void *t, void *sbuf, void *rbuf, const char *notes);
+
+/* Page-aligned buffer of @size bytes (at least 1), touched so page faults are not timed. */
+void *perf_buf_alloc(size_t size);
+
+/* --- modes ---------------------------------------------------------------------------------- */
+
+int perf_p2p_run(const struct perf_opts *o, struct perf_boot *b);  /* perf_p2p.c */
+int perf_sock_run(const struct perf_opts *o, struct perf_boot *b); /* perf_sock.c */
+
+#endif

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# The test command: builds ftcc and runs every check CI runs, stopping at the first failure.
+#
+#   (a) build/       Release, -Werror: unit, abi, chaos tests; fuzz replays; exported symbols;
+#                    no link-time hwloc/verbs/CUDA/NCCL; clang-format; README settings table
+#   (b) build-asan/  gcc with address,undefined sanitizers: every test binary again
+#   (c) build-fuzz/  clang with libFuzzer: each fuzz target for FTCC_FUZZ_SECONDS
+#
+# Knobs: FTCC_TEST_QUICK=1 runs (a) only; FTCC_FUZZ_SECONDS (30); FTCC_FUZZ_RUNS (20000) and
+# FTCC_FUZZ_SEED (1) for the replays; FTCC_TEST_TIMEOUT (900 s) bounds each test binary.
+set -uo pipefail
+
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$(pwd)
+JOBS=$(nproc 2>/dev/null || echo 4)
+QUICK=${FTCC_TEST_QUICK:-0}
+FUZZ_SECONDS=${FTCC_FUZZ_SECONDS:-30}
+FUZZ_RUNS=${FTCC_FUZZ_RUNS:-20000}
+FUZZ_SEED=${FTCC_FUZZ_SEED:-1}
+TEST_TIMEOUT=${FTCC_TEST_TIMEOUT:-900}
+
+passed=0
+failed=0
+skipped=0
+
+summary() {
+	echo "test.sh: $passed passed, $failed failed ($skipped skipped)"
+}
+
+# step NAME COMMAND...: runs one counted step; the first failure ends the run.
+step() {
+	local name=$1
+	shift
+	echo "==> $name"
+	if "$@"; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		echo "test.sh: FAILED step: $name" >&2
+		summary
+		exit 1
+	fi
+}
+
+skip() {
+	echo "==> SKIP $1: $2"
+	skipped=$((skipped + 1))
+}
+
+# A setting left in the caller's environment (FTCC_INJECT above all) would change what the
+# tests see; they start from the defaults and set what they need themselves.
+for var in $(compgen -e | grep -E '^FTCC_' | grep -Ev '^FTCC_(TEST|FUZZ)_'); do
+	echo "test.sh: unsetting $var for the tests"
+	unset "$var"
+done
+
+# run_bounded CMD...: runs a test binary under the time bound.
+run_bounded() {
+	timeout -k 30 "$TEST_TIMEOUT" "$@"
+}
+
+# run_tests DIR: every test binary built in DIR.
+run_tests() {
+	local dir=$1 kind
+	if [ -x "$dir/test_unit" ]; then
+		step "$dir: unit tests" run_bounded "$dir/test_unit" --jobs "$JOBS"
+	fi
+	if [ -x "$dir/test_abi" ]; then
+		step "$dir: ABI tests" run_bounded "$dir/test_abi"
+	fi
+	for kind in mproc hw; do
+		if [ -x "$dir/test_$kind" ]; then
+			step "$dir: $kind tests" run_bounded "$dir/test_$kind" --jobs 1
+		fi
+	done
+	if [ -x "$dir/test_chaos" ]; then
+		if [ "$(id -u)" -eq 0 ]; then
+			step "$dir: chaos tests" run_bounded "$dir/test_chaos" --jobs 1
+		else
+			skip "$dir: chaos tests" "need root (network namespaces, nftables); NOT run"
+		fi
+	fi
+	run_replays "$dir"
+}
+
+# run_replays DIR: each fuzz target's replay binary over its corpus plus random inputs.
+run_replays() {
+	local dir=$1 bin name corpus
+	for bin in "$dir"/fuzz_*_replay; do
+		[ -x "$bin" ] || continue
+		name=$(basename "$bin" _replay)
+		corpus=()
+		if [ -d "tests/fuzz/corpus/$name" ]; then
+			corpus=("tests/fuzz/corpus/$name")
+		fi
+		step "$dir: $name replay" run_bounded "$bin" -runs="$FUZZ_RUNS" -seed="$FUZZ_SEED" \
+			"${corpus[@]}"
+	done
+}
+
+check_exports() {
+	local so=$1 syms bad want
+	[ -f "$so" ] || { echo "$so was not built" >&2; return 1; }
+	# Type A entries are version nodes of the export map, not symbols anyone can call; a
+	# name's @VERSION suffix, if the map names one, is not part of the name.
+	syms=$(nm -D --defined-only "$so" | awk '$2 != "A" { sub(/@.*/, "", $3); print $3 }')
+	bad=$(echo "$syms" | grep -Ev '^(ncclNetPlugin_v|ncclCollNetPlugin_v)' || true)
+	if [ -n "$bad" ]; then
+		echo "unexpected exported symbols in $so:" >&2
+		echo "$bad" >&2
+		return 1
+	fi
+	for want in ncclNetPlugin_v8 ncclNetPlugin_v9 ncclNetPlugin_v10 ncclNetPlugin_v11; do
+		if ! echo "$syms" | grep -qx "$want"; then
+			echo "$so does not export $want" >&2
+			return 1
+		fi
+	done
+}
+
+check_no_runtime_deps() {
+	local so=$1 bad
+	bad=$(ldd "$so" | grep -Ei 'libhwloc|libibverbs|libcuda|libcudart|libnccl' || true)
+	if [ -n "$bad" ]; then
+		echo "$so links libraries it must only dlopen (or never load):" >&2
+		echo "$bad" >&2
+		return 1
+	fi
+}
+
+check_format() {
+	local files
+	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+		# Untracked files count too (new work is checked before it is committed); build
+		# trees do not, even where .gitignore does not list them.
+		mapfile -t files < <(git ls-files --cached --others --exclude-standard -- \
+			'*.c' '*.h' ':(exclude)build*/**')
+	else
+		mapfile -t files < <(find . -path ./build\* -prune -o -name '*.[ch]' -print)
+	fi
+	[ "${#files[@]}" -gt 0 ] || return 0
+	clang-format --dry-run -Werror "${files[@]}"
+}
+
+# run_fuzzer DIR NAME: libFuzzer target NAME for FUZZ_SECONDS, from its corpus. New inputs go
+# to a scratch directory, never into the source tree; crashes are kept as DIR/NAME-crash-*.
+run_fuzzer() {
+	local dir=$1 name=$2 scratch log ret=0
+	local corpus=()
+	if [ -d "tests/fuzz/corpus/$name" ]; then
+		corpus=("tests/fuzz/corpus/$name")
+	fi
+	scratch=$(mktemp -d)
+	log="$dir/$name.log"
+	timeout -k 30 $((FUZZ_SECONDS + 300)) "$dir/$name" -max_total_time="$FUZZ_SECONDS" \
+		-timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
+		-artifact_prefix="$dir/$name-" "$scratch" "${corpus[@]}" >"$log" 2>&1 || ret=$?
+	rm -rf "$scratch"
+	if [ "$ret" -ne 0 ]; then
+		tail -n 80 "$log" >&2
+		echo "$name failed (exit $ret); full log $log, inputs $dir/$name-*" >&2
+		return 1
+	fi
+	grep -E '^stat::number_of_executed_units|^Done' "$log" || true
+}
+
+configure_and_build() {
+	local dir=$1
+	shift
+	cmake -S "$ROOT" -B "$dir" "$@" && cmake --build "$dir" -j "$JOBS"
+}
+
+# ---- (a) ----------------------------------------------------------------------------------
+step "install dependencies" bash scripts/install-deps.sh
+step "build (Release, -Werror)" configure_and_build build -DCMAKE_BUILD_TYPE=Release \
+	-DFTCC_WERROR=ON -DFTCC_SANITIZE= -DFTCC_FUZZ=OFF
+step "exported symbols" check_exports build/libnccl-net-ftcc.so
+step "no link-time hwloc/verbs/CUDA/NCCL" check_no_runtime_deps build/libnccl-net-ftcc.so
+run_tests build
+step "clang-format" check_format
+step "README settings table" bash scripts/check-readme-settings.sh build
+
+if [ "$QUICK" = 1 ]; then
+	skip "sanitizer and fuzz builds" "FTCC_TEST_QUICK=1"
+	summary
+	exit 0
+fi
+
+# ---- (b) ----------------------------------------------------------------------------------
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+step "build (address,undefined sanitizers)" configure_and_build build-asan \
+	-DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	-DFTCC_SANITIZE=address,undefined -DFTCC_FUZZ=OFF
+run_tests build-asan
+
+# ---- (c) ----------------------------------------------------------------------------------
+mapfile -t fuzzers < <(for f in tests/fuzz/fuzz_*.c; do [ -f "$f" ] && basename "$f" .c; done)
+if ! command -v clang >/dev/null 2>&1; then
+	skip "libFuzzer runs" "clang not installed"
+elif [ "${#fuzzers[@]}" -eq 0 ]; then
+	skip "libFuzzer runs" "no tests/fuzz/fuzz_*.c"
+else
+	unset ASAN_OPTIONS UBSAN_OPTIONS # libFuzzer sets what it needs
+	step "build (libFuzzer, clang)" cmake -S "$ROOT" -B build-fuzz -DCMAKE_C_COMPILER=clang \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DFTCC_FUZZ=ON -DFTCC_SANITIZE=
+	step "build fuzz targets" cmake --build build-fuzz -j "$JOBS" --target "${fuzzers[@]}"
+	for name in "${fuzzers[@]}"; do
+		step "fuzz $name for ${FUZZ_SECONDS}s" run_fuzzer build-fuzz "$name"
+	done
+fi
+
+summary

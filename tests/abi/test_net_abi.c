@@ -1,0 +1,217 @@
+/* ABI tests of the net plug-in's data path: dlopen the built libnccl-net-ftcc.so and drive
+ * every exported table (v11, v10, v9, v8) the way NCCL's proxy threads do: properties,
+ * non-blocking connection set-up, windows of requests, ordering and content of hundreds of
+ * mixed-size messages, 0-byte and 1 GiB messages, truncation, and closing with requests in
+ * flight. Life-cycle tests are in test_net_abi_life.c.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "abi_net.h"
+#include "abi_xfer.h"
+
+/* Most a close call may take, with requests in flight (DESIGN: abort is bounded). */
+#define CLOSE_BOUND_MS 100
+#define CONNECT_TIMEOUT_MS 5000
+#define STREAM_TIMEOUT_MS 30000
+
+/* Each Criterion test runs in its own process, so file-scope state is per test. */
+static struct abi_net net;
+static struct abi_pair pair;
+static char err[512];
+
+static void abi_setup(void)
+{
+	setenv("FTCC_SOCKET_IFNAME", "lo", 1);
+}
+
+/* Loads and initialises table v@version and connects one pair on device 0. */
+static void open_pair(int version)
+{
+	int ndev = 0;
+
+	cr_assert_eq(abi_net_load(&net, version, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(abi_net_init(&net), ncclSuccess, "init v%d", version);
+	cr_assert_eq(abi_devices(&net, &ndev), ncclSuccess);
+	cr_assert_gt(ndev, 0, "no device on lo");
+	cr_assert_eq(abi_pair_open(&net, 0, &pair, CONNECT_TIMEOUT_MS, err, sizeof(err)), 0, "%s",
+		     err);
+}
+
+static void close_pair(void)
+{
+	cr_assert_eq(abi_pair_close(&pair), ncclSuccess);
+	cr_assert_eq(abi_net_finalize(&net), ncclSuccess);
+	abi_net_unload(&net);
+}
+
+/* Runs @count messages of the given sizes through the pair and asserts success. */
+static void stream(const size_t *sizes, int count, int window, size_t slack)
+{
+	struct abi_stream s = {
+		.sizes = sizes,
+		.count = count,
+		.window = window,
+		.recv_slack = slack,
+		.timeout_ms = STREAM_TIMEOUT_MS,
+	};
+
+	cr_assert_eq(abi_stream_run(&pair, &s, err, sizeof(err)), 0, "%s", err);
+	cr_log_info("v%d: %d messages, %ld isend and %ld irecv retries", net.version, count,
+		    s.send_retries, s.recv_retries);
+}
+
+/* Generates one Criterion test per exported table from body(int version). */
+#define ABI_ALL_VERSIONS(body)                                                                     \
+	Test(net_v11, body, .init = abi_setup, .timeout = 120) { body(11); }                       \
+	Test(net_v10, body, .init = abi_setup, .timeout = 120) { body(10); }                       \
+	Test(net_v9, body, .init = abi_setup, .timeout = 120) { body(9); }                         \
+	Test(net_v8, body, .init = abi_setup, .timeout = 120) { body(8); }
+
+static void properties(int version)
+{
+	int ndev = 0;
+
+	cr_assert_eq(abi_net_load(&net, version, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(abi_net_init(&net), ncclSuccess);
+	cr_assert_eq(abi_devices(&net, &ndev), ncclSuccess);
+	cr_assert(ndev > 0 && ndev < 1024, "ndev %d", ndev);
+	for (int d = 0; d < ndev; d++) {
+		ncclNetProperties_v11_t p;
+		cr_assert_eq(abi_props(&net, d, &p), ncclSuccess, "getProperties(%d)", d);
+		cr_assert(p.name && p.name[0], "device %d has no name", d);
+		for (int e = 0; e < d; e++) {
+			ncclNetProperties_v11_t q;
+			cr_assert_eq(abi_props(&net, e, &q), ncclSuccess);
+			cr_assert_str_neq(p.name, q.name, "devices %d and %d share a name", d, e);
+		}
+		cr_assert(p.ptrSupport & NCCL_PTR_HOST, "device %d: no host memory", d);
+		cr_assert_gt(p.speed, 0);
+		cr_assert_gt(p.maxComms, 0);
+		cr_assert(p.maxRecvs >= 1 && p.maxRecvs <= 8, "maxRecvs %d", p.maxRecvs);
+		cr_assert_eq(p.netDeviceType, NCCL_NET_DEVICE_HOST);
+		cr_assert_geq(p.latency, 0.0f);
+		if (version >= 9) {
+			cr_assert_eq(p.vProps.ndevs, 1);
+			cr_assert_eq(p.vProps.devs[0], d);
+			cr_assert(p.maxP2pBytes > 0 &&
+				  p.maxP2pBytes <= (size_t)NCCL_MAX_NET_SIZE_BYTES);
+			cr_assert(p.maxCollBytes > 0 &&
+				  p.maxCollBytes <= (size_t)NCCL_MAX_NET_SIZE_BYTES);
+		}
+		if (version == 11)
+			cr_assert_eq(p.maxMultiRequestSize, 1);
+	}
+	cr_assert_eq(abi_net_finalize(&net), ncclSuccess);
+	abi_net_unload(&net);
+}
+ABI_ALL_VERSIONS(properties)
+
+static void basic(int version)
+{
+	size_t sizes[16];
+
+	for (int i = 0; i < 16; i++)
+		sizes[i] = 1024;
+	open_pair(version);
+	stream(sizes, 16, 1, 0);
+	close_pair();
+}
+ABI_ALL_VERSIONS(basic)
+
+/* Hundreds of messages of sizes that straddle every likely boundary (inline data, pages,
+ * chunking across data streams), 8 in flight per side as NCCL_STEPS allows. */
+static void mixed_sizes(int version)
+{
+	static const size_t menu[] = { 0,	 1,	  7,	    128,     129,	4095,
+				       4096,	 4097,	  65535,    65536,   131072 + 3, 262144,
+				       1 << 20, (1 << 20) + 1, 3 << 20, 4 << 20 };
+	enum { N = 400 };
+	size_t sizes[N];
+	unsigned seed = 12345;
+
+	for (int i = 0; i < N; i++)
+		sizes[i] = menu[rand_r(&seed) % (sizeof(menu) / sizeof(menu[0]))];
+	open_pair(version);
+	stream(sizes, N, 8, 0);
+	close_pair();
+}
+ABI_ALL_VERSIONS(mixed_sizes)
+
+/* Receives post more room than arrives; the size reported must be what was sent. */
+static void larger_receives(int version)
+{
+	enum { N = 120 };
+	size_t sizes[N];
+
+	for (int i = 0; i < N; i++)
+		sizes[i] = (size_t)(i * 997) % 70000;
+	open_pair(version);
+	stream(sizes, N, 8, 4096);
+	stream(sizes, 8, 4, 1 << 20);
+	close_pair();
+}
+ABI_ALL_VERSIONS(larger_receives)
+
+static void zero_bytes(int version)
+{
+	size_t sizes[64] = { 0 };
+
+	open_pair(version);
+	stream(sizes, 64, 8, 0);
+	stream(sizes, 4, 1, 100);
+	close_pair();
+}
+ABI_ALL_VERSIONS(zero_bytes)
+
+/* All sends are posted before any receive, as happens when the receiving GPU runs late; NULL
+ * requests are retried and every message must still arrive in order. */
+static void sends_first(int version)
+{
+	enum { N = 8, SIZE = 65536 };
+	static char tx[N][SIZE], rx[N][SIZE];
+	void *sreq[N] = { 0 }, *rreq[N] = { 0 }, *smh, *rmh;
+	int posted = 0, size;
+
+	open_pair(version);
+	cr_assert_eq(abi_reg_mr(&net, pair.scomm, tx, sizeof(tx), &smh), ncclSuccess);
+	cr_assert_eq(abi_reg_mr(&net, pair.rcomm, rx, sizeof(rx), &rmh), ncclSuccess);
+	for (int i = 0; i < N; i++)
+		for (int j = 0; j < SIZE; j++)
+			tx[i][j] = (char)abi_pattern((uint64_t)i, (size_t)j);
+	/* Post as many as the transport takes now; the rest wait for receives. */
+	int64_t stop = abi_now_ms() + 200;
+	while (posted < N && abi_now_ms() < stop) {
+		cr_assert_eq(abi_isend(&net, pair.scomm, tx[posted], SIZE, smh, &sreq[posted]),
+			     ncclSuccess);
+		posted += sreq[posted] != NULL;
+	}
+	cr_log_info("v%d: %d of %d sends accepted before any receive", version, posted, N);
+	for (int i = 0; i < N; i++) {
+		int64_t deadline = abi_now_ms() + CONNECT_TIMEOUT_MS;
+		while (!rreq[i]) {
+			cr_assert_eq(abi_irecv(&net, pair.rcomm, rx[i], SIZE, rmh, 0, &rreq[i]),
+				     ncclSuccess);
+			cr_assert_lt(abi_now_ms(), deadline, "irecv %d never accepted", i);
+		}
+		while (posted < N && !sreq[posted]) {
+			cr_assert_eq(abi_isend(&net, pair.scomm, tx[posted], SIZE, smh,
+					       &sreq[posted]),
+				     ncclSuccess);
+			posted += sreq[posted] != NULL;
+		}
+	}
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(abi_wait(&net, sreq[i], &size, STREAM_TIMEOUT_MS), ncclSuccess);
+		cr_assert_eq(abi_wait(&net, rreq[i], &size, STREAM_TIMEOUT_MS), ncclSuccess);
+		cr_assert_eq(size, SIZE);
+		cr_assert_eq(memcmp(rx[i], tx[i], SIZE), 0, "message %d differs", i);
+	}
+	cr_assert_eq(abi_dereg_mr(&net, pair.scomm, smh), ncclSuccess);
+	cr_assert_eq(abi_dereg_mr(&net, pair.rcomm, rmh), ncclSuccess);
+	close_pair();
+}
+ABI_ALL_VERSIONS(sends_first)

@@ -1,0 +1,330 @@
+/* Version dispatch for the ABI tests: one switch per call, so that every test body runs
+ * unchanged against each exported table; plus the capturing logger and process counters.
+ */
+#define _GNU_SOURCE
+#include "abi_net.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifndef FTCC_PLUGIN_PATH
+#error "FTCC_PLUGIN_PATH must name the built libnccl-net-ftcc.so"
+#endif
+
+int abi_net_load(struct abi_net *net, int version, char *err, size_t errlen)
+{
+	char sym[32];
+
+	memset(net, 0, sizeof(*net));
+	net->version = version;
+	net->comm_id = 0x5eed000000000000ull | (uint64_t)version;
+	net->lib = dlopen(FTCC_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+	if (!net->lib) {
+		snprintf(err, errlen, "dlopen: %s", dlerror());
+		return -1;
+	}
+	snprintf(sym, sizeof(sym), "ncclNetPlugin_v%d", version);
+	net->t.any = dlsym(net->lib, sym);
+	if (!net->t.any) {
+		snprintf(err, errlen, "dlsym %s: %s", sym, dlerror());
+		dlclose(net->lib);
+		net->lib = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+void abi_net_unload(struct abi_net *net)
+{
+	if (net->lib)
+		dlclose(net->lib);
+	net->lib = NULL;
+	net->t.any = NULL;
+}
+
+ncclResult_t abi_net_init(struct abi_net *net)
+{
+	ncclNetCommConfig_v11_t config = { .trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF };
+
+	switch (net->version) {
+	case 11:
+		return net->t.v11->init(&net->ctx, net->comm_id, &config, abi_logger, NULL);
+	case 10:
+		return net->t.v10->init(abi_logger, NULL);
+	case 9:
+		return net->t.v9->init(abi_logger);
+	default:
+		return net->t.v8->init(abi_logger);
+	}
+}
+
+ncclResult_t abi_net_finalize(struct abi_net *net)
+{
+	if (net->version != 11)
+		return ncclSuccess;
+	ncclResult_t res = net->t.v11->finalize(net->ctx);
+	net->ctx = NULL;
+	return res;
+}
+
+/* Every table starts with the same members up to closeListen; the macro picks the table of
+ * the loaded version for calls whose signature is identical in all of them. */
+#define ABI_SAME(net, member, ...)                                                                 \
+	((net)->version == 11	? (net)->t.v11->member(__VA_ARGS__)                                \
+	 : (net)->version == 10 ? (net)->t.v10->member(__VA_ARGS__)                                \
+	 : (net)->version == 9	? (net)->t.v9->member(__VA_ARGS__)                                 \
+				: (net)->t.v8->member(__VA_ARGS__))
+
+ncclResult_t abi_devices(struct abi_net *net, int *ndev)
+{
+	return ABI_SAME(net, devices, ndev);
+}
+
+/* Copies the members v8 .. v10 share with v11. */
+#define ABI_WIDEN_COMMON(dst, src)                                                                 \
+	do {                                                                                       \
+		(dst)->name = (src).name;                                                          \
+		(dst)->pciPath = (src).pciPath;                                                    \
+		(dst)->guid = (src).guid;                                                          \
+		(dst)->ptrSupport = (src).ptrSupport;                                              \
+		(dst)->regIsGlobal = (src).regIsGlobal;                                            \
+		(dst)->speed = (src).speed;                                                        \
+		(dst)->port = (src).port;                                                          \
+		(dst)->latency = (src).latency;                                                    \
+		(dst)->maxComms = (src).maxComms;                                                  \
+		(dst)->maxRecvs = (src).maxRecvs;                                                  \
+		(dst)->netDeviceType = (src).netDeviceType;                                        \
+		(dst)->netDeviceVersion = (src).netDeviceVersion;                                  \
+	} while (0)
+
+/* Copies what v9 added (v10 has the same members). */
+#define ABI_WIDEN_V9(dst, src)                                                                     \
+	do {                                                                                       \
+		(dst)->forceFlush = (src).forceFlush;                                              \
+		(dst)->vProps.ndevs = (src).vProps.ndevs;                                          \
+		memcpy((dst)->vProps.devs, (src).vProps.devs, sizeof((dst)->vProps.devs));        \
+		(dst)->maxP2pBytes = (src).maxP2pBytes;                                            \
+		(dst)->maxCollBytes = (src).maxCollBytes;                                          \
+	} while (0)
+
+ncclResult_t abi_props(struct abi_net *net, int dev, ncclNetProperties_v11_t *props)
+{
+	ncclResult_t res;
+
+	memset(props, 0, sizeof(*props));
+	if (net->version == 11)
+		return net->t.v11->getProperties(dev, props);
+	if (net->version == 10) {
+		ncclNetProperties_v10_t p;
+		res = net->t.v10->getProperties(dev, &p);
+		ABI_WIDEN_COMMON(props, p);
+		ABI_WIDEN_V9(props, p);
+	} else if (net->version == 9) {
+		ncclNetProperties_v9_t p;
+		res = net->t.v9->getProperties(dev, &p);
+		ABI_WIDEN_COMMON(props, p);
+		ABI_WIDEN_V9(props, p);
+	} else {
+		ncclNetProperties_v8_t p;
+		res = net->t.v8->getProperties(dev, &p);
+		ABI_WIDEN_COMMON(props, p);
+	}
+	return res;
+}
+
+ncclResult_t abi_listen(struct abi_net *net, int dev, void *handle, void **lcomm)
+{
+	switch (net->version) {
+	case 11:
+		return net->t.v11->listen(net->ctx, dev, handle, lcomm);
+	case 10:
+		return net->t.v10->listen(dev, handle, lcomm);
+	case 9:
+		return net->t.v9->listen(dev, handle, lcomm);
+	default:
+		return net->t.v8->listen(dev, handle, lcomm);
+	}
+}
+
+ncclResult_t abi_connect(struct abi_net *net, int dev, void *handle, void **scomm)
+{
+	ncclNetCommConfig_v10_t config = { .trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF };
+	/* NCCL passes the address of a NULL device handle when it does not want offload. */
+	ncclNetDeviceHandle_v11_t *dev_handle = NULL;
+
+	switch (net->version) {
+	case 11:
+		return net->t.v11->connect(net->ctx, dev, handle, scomm, &dev_handle);
+	case 10:
+		return net->t.v10->connect(dev, &config, handle, scomm, &dev_handle);
+	case 9:
+		return net->t.v9->connect(dev, handle, scomm, &dev_handle);
+	default:
+		return net->t.v8->connect(dev, handle, scomm, &dev_handle);
+	}
+}
+
+ncclResult_t abi_accept(struct abi_net *net, void *lcomm, void **rcomm)
+{
+	ncclNetDeviceHandle_v11_t *dev_handle = NULL;
+
+	return ABI_SAME(net, accept, lcomm, rcomm, &dev_handle);
+}
+
+ncclResult_t abi_reg_mr(struct abi_net *net, void *comm, void *data, size_t size, void **mh)
+{
+	return ABI_SAME(net, regMr, comm, data, size, NCCL_PTR_HOST, mh);
+}
+
+ncclResult_t abi_dereg_mr(struct abi_net *net, void *comm, void *mh)
+{
+	return ABI_SAME(net, deregMr, comm, mh);
+}
+
+ncclResult_t abi_isend(struct abi_net *net, void *scomm, void *data, size_t size, void *mh,
+		       void **req)
+{
+	switch (net->version) {
+	case 11:
+		return net->t.v11->isend(scomm, data, size, 0, mh, NULL, req);
+	case 10:
+		return net->t.v10->isend(scomm, data, size, 0, mh, NULL, req);
+	case 9:
+		return net->t.v9->isend(scomm, data, size, 0, mh, req);
+	default:
+		return net->t.v8->isend(scomm, data, (int)size, 0, mh, req);
+	}
+}
+
+ncclResult_t abi_irecv(struct abi_net *net, void *rcomm, void *data, size_t size, void *mh,
+		       int hint, void **req)
+{
+	int tag = 0;
+	size_t wide = size;
+	int narrow = (int)size;
+	void *phandle = NULL;
+
+	*req = hint ? (void *)(uintptr_t)NCCL_NET_OPTIONAL_RECV_COMPLETION : NULL;
+	switch (net->version) {
+	case 11:
+		return net->t.v11->irecv(rcomm, 1, &data, &wide, &tag, &mh, &phandle, req);
+	case 10:
+		return net->t.v10->irecv(rcomm, 1, &data, &wide, &tag, &mh, &phandle, req);
+	case 9:
+		return net->t.v9->irecv(rcomm, 1, &data, &wide, &tag, &mh, req);
+	default:
+		return net->t.v8->irecv(rcomm, 1, &data, &narrow, &tag, &mh, req);
+	}
+}
+
+ncclResult_t abi_test(struct abi_net *net, void *req, int *done, int *size)
+{
+	return ABI_SAME(net, test, req, done, size);
+}
+
+ncclResult_t abi_close_send(struct abi_net *net, void *scomm)
+{
+	return ABI_SAME(net, closeSend, scomm);
+}
+
+ncclResult_t abi_close_recv(struct abi_net *net, void *rcomm)
+{
+	return ABI_SAME(net, closeRecv, rcomm);
+}
+
+ncclResult_t abi_close_listen(struct abi_net *net, void *lcomm)
+{
+	return ABI_SAME(net, closeListen, lcomm);
+}
+
+static pthread_mutex_t abi_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static int abi_log_counts[NCCL_LOG_TRACE + 1];
+static char abi_log_warnings[8192];
+
+void abi_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+		const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	(void)flags;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&abi_log_lock);
+	if ((int)level >= 0 && level <= NCCL_LOG_TRACE)
+		abi_log_counts[level]++;
+	if (level == NCCL_LOG_WARN) {
+		size_t used = strlen(abi_log_warnings);
+		snprintf(abi_log_warnings + used, sizeof(abi_log_warnings) - used, "%s\n", msg);
+	}
+	pthread_mutex_unlock(&abi_log_lock);
+	if (getenv("FTCC_TEST_VERBOSE"))
+		fprintf(stderr, "nccl-log %d %s:%d %s\n", (int)level, file, line, msg);
+}
+
+int abi_log_count(ncclDebugLogLevel level)
+{
+	pthread_mutex_lock(&abi_log_lock);
+	int n = ((int)level >= 0 && level <= NCCL_LOG_TRACE) ? abi_log_counts[level] : 0;
+	pthread_mutex_unlock(&abi_log_lock);
+	return n;
+}
+
+int abi_log_warned(const char *needle)
+{
+	pthread_mutex_lock(&abi_log_lock);
+	int found = strstr(abi_log_warnings, needle) != NULL;
+	pthread_mutex_unlock(&abi_log_lock);
+	return found;
+}
+
+void abi_log_reset(void)
+{
+	pthread_mutex_lock(&abi_log_lock);
+	memset(abi_log_counts, 0, sizeof(abi_log_counts));
+	abi_log_warnings[0] = '\0';
+	pthread_mutex_unlock(&abi_log_lock);
+}
+
+int64_t abi_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Entries of @path other than "." and "..". For /proc/self/fd the count includes the fd of
+ * the directory stream itself, the same on every call, so before/after counts compare. */
+static int abi_count_dir(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+int abi_thread_count(void)
+{
+	return abi_count_dir("/proc/self/task");
+}
+
+int abi_fd_count(void)
+{
+	return abi_count_dir("/proc/self/fd");
+}

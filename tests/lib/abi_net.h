@@ -1,0 +1,82 @@
+/* Drives one exported net table of the built plug-in (v11, v10, v9 or v8) through
+ * version-neutral calls, the way NCCL's proxy threads do, for the ABI tests.
+ *
+ * The plug-in is dlopen'ed from FTCC_PLUGIN_PATH (a compile definition the build provides)
+ * with RTLD_NOW | RTLD_LOCAL, as NCCL loads it. Only the ABI declarations of plugin/nccl are
+ * used: the tests see exactly what NCCL sees.
+ */
+#ifndef FTCC_TESTS_ABI_NET_H
+#define FTCC_TESTS_ABI_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../plugin/nccl/net_v10.h"
+#include "../../plugin/nccl/net_v11.h"
+#include "../../plugin/nccl/net_v8.h"
+#include "../../plugin/nccl/net_v9.h"
+
+/* One loaded table. Owned by the test; abi_net_unload() releases it. */
+struct abi_net {
+	int version; /* 11, 10, 9 or 8 */
+	void *lib;   /* dlopen handle */
+	union {
+		const void *any;
+		const ncclNet_v11_t *v11;
+		const ncclNet_v10_t *v10;
+		const ncclNet_v9_t *v9;
+		const ncclNet_v8_t *v8;
+	} t;
+	void *ctx; /* v11 only: what init returned */
+	uint64_t comm_id;
+};
+
+/* dlopens the plug-in and looks up ncclNetPlugin_v@version. 0, or -1 with the dlerror text
+ * in @err. Does not call init. */
+int abi_net_load(struct abi_net *net, int version, char *err, size_t errlen);
+/* dlcloses the library (after abi_net_finalize for v11). */
+void abi_net_unload(struct abi_net *net);
+
+/* init with the capturing logger below (v11: comm id net->comm_id, traffic class unset). */
+ncclResult_t abi_net_init(struct abi_net *net);
+/* v11: finalize(ctx) (ctx may be NULL); older versions have no finalize: ncclSuccess. */
+ncclResult_t abi_net_finalize(struct abi_net *net);
+
+ncclResult_t abi_devices(struct abi_net *net, int *ndev);
+/* getProperties, widened to the v11 struct (fields a version lacks are zero). */
+ncclResult_t abi_props(struct abi_net *net, int dev, ncclNetProperties_v11_t *props);
+ncclResult_t abi_listen(struct abi_net *net, int dev, void *handle, void **lcomm);
+ncclResult_t abi_connect(struct abi_net *net, int dev, void *handle, void **scomm);
+ncclResult_t abi_accept(struct abi_net *net, void *lcomm, void **rcomm);
+ncclResult_t abi_reg_mr(struct abi_net *net, void *comm, void *data, size_t size, void **mh);
+ncclResult_t abi_dereg_mr(struct abi_net *net, void *comm, void *mh);
+ncclResult_t abi_isend(struct abi_net *net, void *scomm, void *data, size_t size, void *mh,
+		       void **req);
+/* One-buffer irecv (tag 0). With @hint, *req is preset to NCCL_NET_OPTIONAL_RECV_COMPLETION
+ * first, as NCCL does for LL/LL128 receives. */
+ncclResult_t abi_irecv(struct abi_net *net, void *rcomm, void *data, size_t size, void *mh,
+		       int hint, void **req);
+ncclResult_t abi_test(struct abi_net *net, void *req, int *done, int *size);
+ncclResult_t abi_close_send(struct abi_net *net, void *scomm);
+ncclResult_t abi_close_recv(struct abi_net *net, void *rcomm);
+ncclResult_t abi_close_listen(struct abi_net *net, void *lcomm);
+
+/* The logger every abi_net_init passes: counts lines per level and keeps the warnings (all
+ * of them, concatenated, up to a few KiB) for assertions. Prints them to stderr as well when
+ * FTCC_TEST_VERBOSE is set. Thread-safe. */
+void abi_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+		const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Number of lines logged at @level so far. */
+int abi_log_count(ncclDebugLogLevel level);
+/* 1 if some warning so far contains @needle. */
+int abi_log_warned(const char *needle);
+/* Forgets every captured line. */
+void abi_log_reset(void);
+
+/* Monotonic milliseconds. */
+int64_t abi_now_ms(void);
+/* Entries of /proc/self/task and /proc/self/fd: threads and open fds of this process. */
+int abi_thread_count(void);
+int abi_fd_count(void);
+
+#endif

@@ -1,0 +1,56 @@
+/* ftcc-settings: prints the FTCC_* settings table as Markdown.
+ *
+ * The README's settings table is checked against this output (scripts/check-readme-settings.sh),
+ * so the table in include/ftcc/settings.h stays the one source of truth.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ftcc/settings.h"
+
+/* Prints @s with '|' escaped, so a doc line cannot break the Markdown table. */
+static void print_cell(const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '|')
+			fputs("\\|", stdout);
+		else
+			putchar(*s);
+	}
+}
+
+static void print_row(const struct ftcc_setting_desc *d)
+{
+	fputs("| ", stdout);
+	print_cell(d->name);
+	fputs(" | ", stdout);
+	if (d->type == FTCC_SETTING_STR && d->def[0] == '\0')
+		fputs("(empty)", stdout);
+	else
+		print_cell(d->def);
+	fputs(" | ", stdout);
+	print_cell(d->doc);
+	if (d->type == FTCC_SETTING_INT)
+		printf(" (%" PRId64 "..%" PRId64 ")", d->min, d->max);
+	fputs(" |\n", stdout);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 2 || (argc == 2 && strcmp(argv[1], "--names") != 0)) {
+		fprintf(stderr, "usage: %s [--names]\n", argv[0]);
+		return 2;
+	}
+	const struct ftcc_setting_desc *table = ftcc_settings_table();
+	if (argc == 2) {
+		for (int i = 0; i < FTCC_SET_COUNT; i++)
+			printf("%s\n", table[i].name);
+		return 0;
+	}
+	printf("| Variable | Default | Meaning |\n");
+	printf("| --- | --- | --- |\n");
+	for (int i = 0; i < FTCC_SET_COUNT; i++)
+		print_row(&table[i]);
+	return ferror(stdout) ? 1 : 0;
+}
