@@ -116,9 +116,10 @@ static int settings_parse_int(const char *text, int64_t *out)
 	for (; *p; p++) {
 		if (*p < '0' || *p > '9')
 			return -EINVAL;
-		acc = acc * 10 + (uint64_t)(*p - '0');
-		if (acc > limit)
-			return -EINVAL;
+		uint64_t digit = (uint64_t)(*p - '0');
+		if (acc > (limit - digit) / 10)
+			return -EINVAL; /* checked before it can wrap */
+		acc = acc * 10 + digit;
 	}
 	if (!neg && acc == limit)
 		return -EINVAL;
@@ -192,6 +193,10 @@ static int settings_store(enum ftcc_setting_id id, const char *text)
 			upper[i] = (char)toupper((unsigned char)text[i]);
 		text = upper;
 	}
+	/* Unchanged (a reload of the same environment): keep the stored copy, allocate nothing. */
+	const char *cur = atomic_load(&settings_str[id]);
+	if (cur && strcmp(cur, text) == 0)
+		return 0;
 	const char *kept = settings_keep_string(text);
 	if (!kept)
 		return -ENOMEM;

@@ -47,7 +47,7 @@ static int inject_parse_entry(const char *s, size_t len, struct inject_slot *slo
 			return -EINVAL;
 		count = 0;
 		for (; p < end; p++) {
-			if (*p < '0' || *p > '9' || count > (INT_MAX - 9) / 10)
+			if (*p < '0' || *p > '9' || count > (INT_MAX - (*p - '0')) / 10)
 				return -EINVAL;
 			count = count * 10 + (*p - '0');
 		}

@@ -197,12 +197,19 @@ static void sends_first(int version)
 				     ncclSuccess);
 			cr_assert_lt(abi_now_ms(), deadline, "irecv %d never accepted", i);
 		}
-		while (posted < N && !sreq[posted]) {
+		if (posted < N) {
 			cr_assert_eq(abi_isend(&net, pair.scomm, tx[posted], SIZE, smh,
 					       &sreq[posted]),
 				     ncclSuccess);
 			posted += sreq[posted] != NULL;
 		}
+	}
+	stop = abi_now_ms() + CONNECT_TIMEOUT_MS;
+	while (posted < N) {
+		cr_assert_lt(abi_now_ms(), stop, "isend %d never accepted", posted);
+		cr_assert_eq(abi_isend(&net, pair.scomm, tx[posted], SIZE, smh, &sreq[posted]),
+			     ncclSuccess);
+		posted += sreq[posted] != NULL;
 	}
 	for (int i = 0; i < N; i++) {
 		cr_assert_eq(abi_wait(&net, sreq[i], &size, STREAM_TIMEOUT_MS), ncclSuccess);
@@ -215,3 +222,137 @@ static void sends_first(int version)
 	close_pair();
 }
 ABI_ALL_VERSIONS(sends_first)
+
+/* 1 GiB in one message (NCCL's per-message ceiling before v9). Buffers are anonymous mmaps
+ * and only a sparse pattern is written, so the sender's untouched pages stay the shared zero
+ * page and the check reads a few thousand points. */
+static void one_gib(int version)
+{
+	const size_t size = (size_t)1 << 30, stride = (size_t)1 << 20;
+	void *smh, *rmh, *sreq = NULL, *rreq = NULL;
+	int got = -1;
+
+	char *tx = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			-1, 0);
+	char *rx = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			-1, 0);
+	cr_assert(tx != MAP_FAILED && rx != MAP_FAILED);
+	for (size_t off = 0; off < size; off += stride)
+		tx[off] = (char)abi_pattern(off / stride, off);
+	tx[size - 1] = 0x5a;
+	open_pair(version);
+	cr_assert_eq(abi_reg_mr(&net, pair.scomm, tx, size, &smh), ncclSuccess);
+	cr_assert_eq(abi_reg_mr(&net, pair.rcomm, rx, size, &rmh), ncclSuccess);
+	int64_t deadline = abi_now_ms() + STREAM_TIMEOUT_MS;
+	while (!rreq || !sreq) {
+		cr_assert_lt(abi_now_ms(), deadline, "1 GiB isend/irecv not accepted");
+		if (!rreq)
+			cr_assert_eq(abi_irecv(&net, pair.rcomm, rx, size, rmh, 0, &rreq),
+				     ncclSuccess);
+		if (!sreq)
+			cr_assert_eq(abi_isend(&net, pair.scomm, tx, size, smh, &sreq), ncclSuccess);
+	}
+	int64_t t0 = abi_now_ms();
+	cr_assert_eq(abi_wait(&net, rreq, &got, STREAM_TIMEOUT_MS), ncclSuccess);
+	cr_assert_eq(abi_wait(&net, sreq, NULL, STREAM_TIMEOUT_MS), ncclSuccess);
+	cr_log_info("v%d: 1 GiB in %lld ms", version, (long long)(abi_now_ms() - t0));
+	cr_assert_eq((size_t)got, size);
+	for (size_t off = 0; off < size; off += stride) {
+		cr_assert_eq(rx[off], (char)abi_pattern(off / stride, off), "byte %zu", off);
+		cr_assert_eq(rx[off + stride / 2], 0, "byte %zu", off + stride / 2);
+	}
+	cr_assert_eq(rx[size - 1], 0x5a);
+	cr_assert_eq(abi_dereg_mr(&net, pair.scomm, smh), ncclSuccess);
+	cr_assert_eq(abi_dereg_mr(&net, pair.rcomm, rmh), ncclSuccess);
+	close_pair();
+	munmap(tx, size);
+	munmap(rx, size);
+}
+ABI_ALL_VERSIONS(one_gib)
+
+/* A message larger than the posted receive is misuse (NCCL's socket transport reports the
+ * same as "message truncated"): the receive must fail with ncclInvalidUsage, not overflow. */
+static void truncation(int version)
+{
+	static char tx[4096], rx[1024 + 64];
+	void *smh, *rmh, *sreq = NULL, *rreq = NULL;
+	ncclResult_t res = ncclSuccess;
+	int done = 0, size;
+
+	memset(rx, 0x77, sizeof(rx));
+	open_pair(version);
+	cr_assert_eq(abi_reg_mr(&net, pair.scomm, tx, sizeof(tx), &smh), ncclSuccess);
+	cr_assert_eq(abi_reg_mr(&net, pair.rcomm, rx, sizeof(rx), &rmh), ncclSuccess);
+	int64_t deadline = abi_now_ms() + CONNECT_TIMEOUT_MS;
+	while (res == ncclSuccess && !done) {
+		cr_assert_lt(abi_now_ms(), deadline, "truncated receive neither failed nor ended");
+		if (!rreq)
+			res = abi_irecv(&net, pair.rcomm, rx, 1024, rmh, 0, &rreq);
+		if (!sreq)
+			abi_isend(&net, pair.scomm, tx, sizeof(tx), smh, &sreq);
+		if (res == ncclSuccess && rreq)
+			res = abi_test(&net, rreq, &done, &size);
+	}
+	cr_assert_eq(res, ncclInvalidUsage, "truncated receive: result %d, done %d, size %d", res,
+		     done, done ? size : -1);
+	for (size_t i = 1024; i < sizeof(rx); i++)
+		cr_assert_eq(rx[i], 0x77, "byte %zu past the posted receive was written", i);
+	/* The comms are broken now; closing them must still work and not wait. */
+	close_pair();
+}
+ABI_ALL_VERSIONS(truncation)
+
+/* Times one close call; asserts success and the bound. */
+#define TIMED_CLOSE(call)                                                                          \
+	do {                                                                                       \
+		int64_t t0_ = abi_now_ms();                                                        \
+		cr_assert_eq((call), ncclSuccess, #call);                                          \
+		int64_t dt_ = abi_now_ms() - t0_;                                                  \
+		cr_assert_leq(dt_, CLOSE_BOUND_MS, #call " took %lld ms", (long long)dt_);         \
+	} while (0)
+
+/* NCCL's abort path: deregMr, closeSend, closeRecv, closeListen and finalize with requests
+ * still in flight. Pair 1 has 8 receives posted and nothing sent; pair 2 has 8 large sends
+ * posted (more than the socket buffers hold) and no receive. */
+static void close_in_flight(int version)
+{
+	enum { N = 8, BIG = 8 << 20 };
+	struct abi_pair idle;
+	char *tx = malloc((size_t)N * BIG), *rx = malloc((size_t)N * 4096);
+	void *smh, *rmh, *req;
+	int nsend = 0, nrecv = 0;
+
+	cr_assert(tx && rx);
+	memset(tx, 1, (size_t)N * BIG);
+	open_pair(version);
+	cr_assert_eq(abi_pair_open(&net, 0, &idle, CONNECT_TIMEOUT_MS, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_assert_eq(abi_reg_mr(&net, pair.rcomm, rx, (size_t)N * 4096, &rmh), ncclSuccess);
+	cr_assert_eq(abi_reg_mr(&net, idle.scomm, tx, (size_t)N * BIG, &smh), ncclSuccess);
+	int64_t stop = abi_now_ms() + 300;
+	while ((nsend < N || nrecv < N) && abi_now_ms() < stop) {
+		if (nrecv < N && abi_irecv(&net, pair.rcomm, rx + nrecv * 4096, 4096, rmh, 0,
+					   &req) == ncclSuccess && req)
+			nrecv++;
+		if (nsend < N && abi_isend(&net, idle.scomm, tx + (size_t)nsend * BIG, BIG, smh,
+					   &req) == ncclSuccess && req)
+			nsend++;
+	}
+	cr_log_info("v%d: closing with %d sends and %d receives in flight", version, nsend, nrecv);
+	cr_assert_gt(nrecv, 0, "no receive was accepted");
+	cr_assert_gt(nsend, 0, "no send was accepted");
+	TIMED_CLOSE(abi_dereg_mr(&net, pair.rcomm, rmh));
+	TIMED_CLOSE(abi_dereg_mr(&net, idle.scomm, smh));
+	TIMED_CLOSE(abi_close_recv(&net, pair.rcomm));
+	TIMED_CLOSE(abi_close_send(&net, idle.scomm));
+	/* The other ends now see their peer gone, with a receive or data pending. */
+	TIMED_CLOSE(abi_close_send(&net, pair.scomm));
+	TIMED_CLOSE(abi_close_recv(&net, idle.rcomm));
+	TIMED_CLOSE(abi_close_listen(&net, pair.lcomm));
+	TIMED_CLOSE(abi_close_listen(&net, idle.lcomm));
+	TIMED_CLOSE(abi_net_finalize(&net));
+	abi_net_unload(&net);
+	free(tx);
+	free(rx);
+}
+ABI_ALL_VERSIONS(close_in_flight)

@@ -224,10 +224,15 @@ int abi_stream_run(struct abi_pair *p, struct abi_stream *s, char *err, size_t e
 		return abi_fail(err, errlen, "window %d out of range", s->window);
 	for (int i = 0; i < s->count; i++)
 		cap = s->sizes[i] + s->recv_slack > cap ? s->sizes[i] + s->recv_slack : cap;
+	/* A side whose comm is NULL is played by another process: mark it finished. */
+	if (!p->scomm)
+		tx.posted = tx.done = s->count;
+	if (!p->rcomm)
+		rx.posted = rx.done = s->count;
 	/* On failure the buffers are left allocated and registered on purpose: requests may
 	 * still be in flight into them until the caller closes the comms. */
-	if (abi_side_alloc(p->net, p->scomm, &tx, s->window, cap) ||
-	    abi_side_alloc(p->net, p->rcomm, &rx, s->window, cap))
+	if ((p->scomm && abi_side_alloc(p->net, p->scomm, &tx, s->window, cap)) ||
+	    (p->rcomm && abi_side_alloc(p->net, p->rcomm, &rx, s->window, cap)))
 		return abi_fail(err, errlen, "buffer allocation or regMr failed");
 	int64_t deadline = abi_now_ms() + s->timeout_ms;
 	while (tx.done < s->count || rx.done < s->count) {
@@ -244,7 +249,9 @@ int abi_stream_run(struct abi_pair *p, struct abi_stream *s, char *err, size_t e
 		if (!a && !b)
 			sched_yield();
 	}
-	abi_side_free(p->net, p->scomm, &tx, s->window);
-	abi_side_free(p->net, p->rcomm, &rx, s->window);
+	if (p->scomm)
+		abi_side_free(p->net, p->scomm, &tx, s->window);
+	if (p->rcomm)
+		abi_side_free(p->net, p->rcomm, &rx, s->window);
 	return 0;
 }

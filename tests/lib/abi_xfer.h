@@ -49,7 +49,8 @@ struct abi_stream {
 
 /* Sends every message of @s in order with up to s->window requests in flight per side,
  * retrying NULL requests, testing the oldest request first (as NCCL does), and checks each
- * received size and byte. Buffers are registered with regMr. 0, or -1 with @err set. */
+ * received size and byte. Buffers are registered with regMr. A NULL p->scomm or p->rcomm
+ * runs only the other side (its peer is in another process). 0, or -1 with @err set. */
 int abi_stream_run(struct abi_pair *p, struct abi_stream *s, char *err, size_t errlen);
 
 /* Byte @i of message @seq: differs between neighbouring messages and offsets, so reordering,

@@ -119,7 +119,8 @@ Test(settings, garbage_ints_rejected)
 					   "4\n",
 					   "\t",
 					   "99999999999999999999",
-					   "-99999999999999999999" };
+					   "-99999999999999999999",
+					   "18446744073709551618" /* 2^64 + 2 */ };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cr_assert_eq(ftcc_settings_set(FTCC_SET_NSTREAMS, bad[i]), -EINVAL, "\"%s\"",
 			     bad[i]);
@@ -169,6 +170,8 @@ Test(settings, load_rereads_environment)
 	cr_assert_eq(ftcc_log_get_level(), FTCC_LOG_INFO);
 
 	const char *old = ftcc_setting_str(FTCC_SET_SOCKET_IFNAME);
+	cr_assert_eq(ftcc_settings_load(), 0);
+	cr_assert_eq(ftcc_setting_str(FTCC_SET_SOCKET_IFNAME), old, "same value, same storage");
 	setenv("FTCC_FAILURE_TIMEOUT_MS", "100", 1);
 	unsetenv("FTCC_SOCKET_IFNAME");
 	unsetenv("FTCC_DEBUG");

@@ -236,6 +236,11 @@ Test(sys, inject_malformed_entries_ignored)
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(ftcc_sys_inject_hit("g"), 1);
 	cr_assert_eq(ftcc_sys_inject_hit("g"), 0);
+
+	/* The count's range ends at INT_MAX exactly. */
+	ftcc_sys_inject_reload("big:2147483647,huge:2147483648");
+	cr_assert_eq(ftcc_sys_inject_hit("huge"), 0);
+	cr_assert_eq(ftcc_sys_inject_hit("big"), 1);
 }
 
 Test(sys, inject_reload_replaces)
