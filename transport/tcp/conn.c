@@ -360,6 +360,9 @@ void tcp_conn_timer(struct tcp_conn *c, uint64_t now)
 		return;
 	switch (c->state) {
 	case CS_READY:
+		if (now - atomic_load_explicit(&c->app_poll_ns, memory_order_relaxed) >=
+		    TCP_APP_POLL_NS)
+			tcp_conn_progress(c); /* edges the engine skipped while the caller polled */
 		conn_heartbeat(c, now);
 		if (c->state == CS_READY && c->last_rx_ns + tcp_eng.timeout_ns < now) {
 			tcp_conn_progress(c); /* data may be queued behind our own delay */

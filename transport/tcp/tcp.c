@@ -372,6 +372,7 @@ static int tcp_test(struct ftcc_req *req, int *done, size_t *sizes)
 	if (atomic_load_explicit(&r->state, memory_order_relaxed) != REQ_ACTIVE)
 		return -EINVAL;
 	/* Progress inline when the engine thread is not already on it: saves a wake-up. */
+	atomic_store_explicit(&c->app_poll_ns, tcp_now_ns(), memory_order_relaxed);
 	if (pthread_mutex_trylock(&c->lock) == 0) {
 		tcp_conn_progress(c);
 		err = c->err;

@@ -21,6 +21,8 @@
 #define TCP_RECV_RING 32  /* receive requests in flight */
 #define TCP_MSG_RING TCP_RESUME_WINDOW
 #define TCP_CTRL_OUT 4096
+/* A connection polled by its caller within this window is left to the caller. */
+#define TCP_APP_POLL_NS 2000000ull
 
 enum tcp_sock_kind { SK_WAKE = 1, SK_LISTENER, SK_PENDING, SK_CTRL, SK_DATA };
 
@@ -137,6 +139,7 @@ struct tcp_conn {
 	struct tcp_stream streams[TCP_MAX_STREAMS];
 	/* time */
 	uint64_t last_rx_ns, last_hb_ns;
+	_Atomic uint64_t app_poll_ns;	/* last test()/isend()/irecv() by the caller */
 	uint64_t deadline_ns;		/* dial / reconnect deadline */
 	uint64_t next_try_ns;		/* next redial or probe */
 	uint64_t fault_ns;		/* when the current outage began */
