@@ -34,12 +34,14 @@ static void usage(FILE *f)
 
 	fprintf(f,
 		"usage: ftcc-perf [-m mode] [-b minbytes] [-e maxbytes] [-f stepfactor] [-n iters]\n"
-		"                 [-w warmup] [-c 0|1] [-d depth] [-p plugin.so] [-R] [-j]\n"
+		"                 [-w warmup] [-c 0|1] [-d depth] [-y 0|1] [-p plugin.so] [-R] [-j]\n"
 		"  -b, -e   smallest and largest message size; K, M, G suffixes (default 32M)\n"
 		"  -f       multiply the size by this until it exceeds maxbytes (default 2)\n"
 		"  -n, -w   timed and warm-up iterations per size (default 20, 5)\n"
 		"  -c 1     fill with a pattern of (iteration, offset), verify, count #wrong bytes\n"
 		"  -d       requests in flight per side, 1..32 (default 8, like NCCL_STEPS)\n"
+		"  -y 0|1   plug-in modes: yield the CPU after a poll pass without progress, as\n"
+		"           NCCL's proxy thread does (default 1); 0 spins\n"
 		"  -p       plug-in to dlopen (default $FTCC_PLUGIN_PATH, else libnccl-net-ftcc.so)\n"
 		"  -R       round-trip latency: one message in flight, time = full round trip\n"
 		"  -j       JSON lines (one object per size) instead of the table\n"
@@ -85,6 +87,8 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg)
 		return parse_int(arg, 0, 1, &o->check);
 	case 'd':
 		return parse_int(arg, 1, 32, &o->depth);
+	case 'y':
+		return parse_int(arg, 0, 1, &o->yield);
 	case 'm':
 		o->mode = arg;
 		return 0;
@@ -112,12 +116,13 @@ static int parse_args(int argc, char **argv, struct perf_opts *o)
 				 .iters = 20,
 				 .warmup = 5,
 				 .depth = 8,
+				 .yield = 1,
 				 .mode = "p2p",
 				 .plugin_path = getenv("FTCC_PLUGIN_PATH") };
 	if (!o->plugin_path || !*o->plugin_path) {
 		o->plugin_path = "libnccl-net-ftcc.so";
 	}
-	while ((c = getopt(argc, argv, "b:e:f:n:w:c:d:m:p:jRh")) != -1) {
+	while ((c = getopt(argc, argv, "b:e:f:n:w:c:d:y:m:p:jRh")) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			exit(0);
@@ -149,8 +154,9 @@ static const struct perf_mode *find_mode(const char *name)
 }
 
 /* Waits for all @n children. After the first failure the others get PERF_KILL_GRACE_NS to end
- * on their own (they see the dead peer's bootstrap socket close), then SIGKILL. */
-static int wait_ranks(const pid_t *pids, int n)
+ * on their own (they see the dead peer's bootstrap socket close), then SIGKILL. Reaped
+ * entries of @pids are zeroed. */
+static int wait_ranks(pid_t *pids, int n)
 {
 	int alive = n, failed = 0, status, r;
 	uint64_t kill_at = 0;
@@ -167,7 +173,9 @@ static int wait_ranks(const pid_t *pids, int n)
 		if (pid == 0) {
 			if (perf_now_ns() >= kill_at) {
 				for (r = 0; r < n; r++) {
-					kill(pids[r], SIGKILL); /* reaped ones: ESRCH, harmless */
+					if (pids[r] > 0) {
+						kill(pids[r], SIGKILL);
+					}
 				}
 			}
 			nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
@@ -175,6 +183,10 @@ static int wait_ranks(const pid_t *pids, int n)
 		}
 		for (r = 0; r < n && pids[r] != pid; r++) {
 		}
+		if (r == n) {
+			continue; /* not one of ours */
+		}
+		pids[r] = 0; /* reaped: never signal that pid again */
 		alive--;
 		if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
 			continue;

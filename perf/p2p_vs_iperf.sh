@@ -74,6 +74,7 @@ pick() {
 
 echo "# ftcc p2p vs iperf3 and blocking sockets on 127.0.0.1, $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "# $(nproc) cores, $(uname -sr), REPS=$REPS; throughput in GB/s (1e9 B/s), round trip in us"
+echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (numbers are only meaningful near 0)"
 
 iperf3 -s -p "$PORT" >/dev/null 2>&1 &
 SERVER=$!
@@ -130,3 +131,5 @@ for s in $RTT_SIZES; do
 		"$(pick p2p_rtt "$s" time_p99_us)" "$(pick sock_rtt "$s" time_p99_us)" "$r" \
 		"$(awk -v r="$r" 'BEGIN { print (r == r + 0 && r <= 1.5) ? "MET" : "NOT MET" }')"
 done
+echo
+echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

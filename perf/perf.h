@@ -16,12 +16,16 @@
 #define PERF_CHUNK_MAX (4u << 20) /* largest message of one iteration, like NCCL's buffer */
 #define PERF_CONNECT_TIMEOUT_NS (10ull * 1000000000ull)
 #define PERF_STALL_TIMEOUT_NS (30ull * 1000000000ull) /* no progress at all for this long */
+/* Bootstrap messages only wait for short work of the peer (printing, a pattern fill or check,
+ * finishing the same iterations), so a peer silent this long is stopped or hung. */
+#define PERF_BOOT_TIMEOUT_MS 60000
 
 /* Command-line options; filled once by main, read-only afterwards. */
 struct perf_opts {
 	size_t min_bytes, max_bytes;
 	double step_factor;
 	int iters, warmup, check, depth, json, roundtrip;
+	int yield; /* plug-in modes: sched_yield after a pass without progress, as NCCL's proxy */
 	const char *mode;
 	const char *plugin_path;
 };
@@ -73,7 +77,8 @@ void perf_boot_keep(struct perf_boot *all, int rank);
 void perf_boot_close(struct perf_boot *b);
 
 /* Blocking, exact-length exchange with @peer over the bootstrap. 0, or -EPIPE on a closed
- * peer (the peer process died), or -errno. Retries EINTR. */
+ * peer (the peer process died), -ETIMEDOUT when a receive waits PERF_BOOT_TIMEOUT_MS without a
+ * byte, or -errno. Retries EINTR. */
 int perf_boot_send(struct perf_boot *b, int peer, const void *buf, size_t len);
 int perf_boot_recv(struct perf_boot *b, int peer, void *buf, size_t len);
 

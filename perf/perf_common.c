@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,10 +126,23 @@ int perf_boot_send(struct perf_boot *b, int peer, const void *buf, size_t len)
 
 int perf_boot_recv(struct perf_boot *b, int peer, void *buf, size_t len)
 {
+	struct pollfd pfd = { .fd = b->fds[peer], .events = POLLIN };
 	char *p = buf;
 
 	while (len) {
-		ssize_t n = recv(b->fds[peer], p, len, 0);
+		ssize_t n;
+		int ready = poll(&pfd, 1, PERF_BOOT_TIMEOUT_MS);
+
+		if (ready < 0 && errno == EINTR) {
+			continue;
+		}
+		if (ready <= 0) {
+			fprintf(stderr,
+				"ftcc-perf: rank %d: rank %d silent for %d s on the bootstrap\n",
+				b->rank, peer, PERF_BOOT_TIMEOUT_MS / 1000);
+			return ready ? -errno : -ETIMEDOUT;
+		}
+		n = recv(b->fds[peer], p, len, 0);
 
 		if (n < 0 && errno == EINTR) {
 			continue;
@@ -332,13 +346,13 @@ void perf_report_row(const struct perf_opts *o, const struct perf_result *r)
 	}
 	if (o->json) {
 		printf("{\"mode\":\"%s\",\"roundtrip\":%s,\"size\":%zu,\"count\":%zu,\"type\":\"%s\","
-		       "\"redop\":\"%s\",\"iters\":%d,\"warmup\":%d,\"depth\":%d,\"check\":%d,"
+		       "\"redop\":\"%s\",\"iters\":%d,\"warmup\":%d,\"depth\":%d,\"yield\":%d,\"check\":%d,"
 		       "\"time_min_us\":%.3f,\"time_median_us\":%.3f,\"time_p99_us\":%.3f,"
 		       "\"time_mean_us\":%.3f,\"algbw_GBps\":%.4f,\"busbw_GBps\":%.4f,"
 		       "\"wrong\":%s}\n",
 		       o->mode, o->roundtrip ? "true" : "false", r->size, r->count, r->type,
-		       r->redop, r->iters, o->warmup, o->depth, o->check, r->t_min, r->t_med,
-		       r->t_p99, r->t_mean, r->algbw, r->busbw, wrong);
+		       r->redop, r->iters, o->warmup, o->depth, o->yield, o->check, r->t_min,
+		       r->t_med, r->t_p99, r->t_mean, r->algbw, r->busbw, wrong);
 	} else {
 		printf("  %12zu %12zu %6s %6s %10.2f %10.2f %10.2f %12.3f %12.3f %8s\n", r->size,
 		       r->count, r->type, r->redop, r->t_min, r->t_med, r->t_p99, r->algbw,

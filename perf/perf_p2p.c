@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define P2P_IDLE_SPINS 64 /* passes without progress before we start yielding the CPU */
-
 /* One rank's side of the p2p benchmark: the plug-in, its comms and the registrations of the
  * two buffers (mh[comm][buf], comm 0 = send, 1 = recv; buf 0 = sbuf, 1 = rbuf). */
 struct p2p {
@@ -20,38 +18,40 @@ struct p2p {
 	void *mh[2][2];
 	void *buf[2];
 	size_t len; /* bytes of each buffer */
-	int depth, rank;
+	int depth, rank, yield;
 };
 
 /* Progress bookkeeping shared by the wait loops: fails after PERF_STALL_TIMEOUT_NS without
- * any progress, and yields the CPU once a loop has been idle for a while (ranks and the
- * plug-in's threads may share few cores). */
+ * any progress. After a pass that moved nothing it yields the CPU when @yield is set, as
+ * NCCL's proxy progress thread does (sched_yield when idle); -y 0 spins instead. */
 struct p2p_idle {
 	uint64_t last;
 	unsigned spins;
+	int yield;
 };
 
 static int p2p_idle(struct p2p_idle *w, int moved, const char *what)
 {
+	uint64_t now;
+
 	if (moved) {
 		w->spins = 0;
 		return 0;
 	}
-	if (++w->spins < P2P_IDLE_SPINS) {
+	if (w->yield) {
+		sched_yield();
+	}
+	if (w->spins++ & 1023) {
 		return 0;
 	}
-	if (w->spins == P2P_IDLE_SPINS || (w->spins & 1023) == 0) {
-		uint64_t now = perf_now_ns();
-
-		if (w->spins == P2P_IDLE_SPINS) {
-			w->last = now;
-		} else if (now - w->last > PERF_STALL_TIMEOUT_NS) {
-			fprintf(stderr, "ftcc-perf: %s made no progress for %llu s\n", what,
-				PERF_STALL_TIMEOUT_NS / 1000000000ull);
-			return -ETIMEDOUT;
-		}
+	now = perf_now_ns();
+	if (w->spins == 1) {
+		w->last = now;
+	} else if (now - w->last > PERF_STALL_TIMEOUT_NS) {
+		fprintf(stderr, "ftcc-perf: %s made no progress for %llu s\n", what,
+			PERF_STALL_TIMEOUT_NS / 1000000000ull);
+		return -ETIMEDOUT;
 	}
-	sched_yield();
 	return 0;
 }
 
@@ -98,7 +98,7 @@ static int p2p_stream(struct p2p *x, int send, char *buf, size_t size)
 {
 	void *ring[32];
 	size_t nmsg = (size + PERF_CHUNK_MAX - 1) / PERF_CHUNK_MAX, posted = 0, done = 0;
-	struct p2p_idle idle = { 0 };
+	struct p2p_idle idle = { .yield = x->yield };
 	int rc = 0, fin;
 
 	while (!rc && done < nmsg) {
@@ -147,7 +147,7 @@ static int p2p_many(struct p2p *x, int n, const int *send, void *const *bufs, si
 {
 	void *req[2] = { NULL, NULL };
 	int i, fin[2] = { 0, 0 }, rc = 0, left = n;
-	struct p2p_idle idle = { 0 };
+	struct p2p_idle idle = { .yield = x->yield };
 
 	while (!rc && left) {
 		int moved = 0;
@@ -233,11 +233,13 @@ static void p2p_notes(const struct perf_opts *o, const struct p2p *x, char *out,
 	const ncclNetProperties_v11_t *pr = &x->pl.props;
 	int n;
 
-	n = snprintf(
-		out, len,
-		"# plug-in %s: %s, %d device(s), device %d \"%s\" speed %d Mbps, maxRecvs %d\n",
-		o->plugin_path, x->pl.net->name, x->pl.ndev, x->pl.dev, pr->name ? pr->name : "?",
-		pr->speed, pr->maxRecvs);
+	n = snprintf(out, len,
+		     "# plug-in %s: %s, %d device(s), device %d \"%s\" speed %d Mbps, maxRecvs %d\n"
+		     "# polling: %s\n",
+		     o->plugin_path, x->pl.net->name, x->pl.ndev, x->pl.dev,
+		     pr->name ? pr->name : "?", pr->speed, pr->maxRecvs,
+		     o->yield ? "sched_yield after an idle pass, as NCCL's proxy thread (-y 1)" :
+				"busy spin (-y 0)");
 	if (n < 0 || (size_t)n >= len) {
 		return;
 	}
@@ -256,7 +258,9 @@ static void p2p_notes(const struct perf_opts *o, const struct p2p *x, char *out,
 
 int perf_p2p_run(const struct perf_opts *o, struct perf_boot *b)
 {
-	struct p2p x = { .depth = o->depth, .rank = b->rank, .len = o->max_bytes };
+	struct p2p x = {
+		.depth = o->depth, .rank = b->rank, .len = o->max_bytes, .yield = o->yield
+	};
 	char notes[1024];
 	int rc;
 

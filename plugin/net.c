@@ -19,6 +19,13 @@
  * that large), so that we copy back exactly the count the request had. */
 #define PLUGIN_SIZE_UNSET SIZE_MAX
 
+/* Values the plug-in passes through unchanged (handles, ptrSupport bits, regMr types). */
+_Static_assert(FTCC_HANDLE_SIZE <= NCCL_NET_HANDLE_MAXSIZE, "listen handle too large for NCCL");
+_Static_assert(FTCC_PTR_HOST == NCCL_PTR_HOST && FTCC_PTR_CUDA == NCCL_PTR_CUDA &&
+		       FTCC_PTR_DMABUF == NCCL_PTR_DMABUF,
+	       "FTCC_PTR_* must equal NCCL_PTR_*");
+_Static_assert(FTCC_MAX_REQUESTS >= NCCL_NET_MAX_REQUESTS, "NCCL keeps up to 32 requests");
+
 /* NCCL's socket transport reports this when a link's speed is unknown; a 0 would make NCCL's
  * topology treat the NIC as useless. */
 #define PLUGIN_DEFAULT_SPEED_MBPS 10000

@@ -27,7 +27,7 @@
 
 /* Serialises init, finalize and the unload destructor. */
 static pthread_mutex_t plugin_lock = PTHREAD_MUTEX_INITIALIZER;
-static int plugin_refs;			 /* live ctxs; each holds one transport reference */
+static int plugin_refs;			  /* live ctxs; each holds one transport reference */
 static struct plugin_ctx *plugin_default; /* the pre-v11 default ctx, or NULL */
 /* The transport of the first ctx; a static table, so it stays valid after the last finalize
  * (devices and getProperties may come between ctxs). test() needs it because a request does
@@ -52,14 +52,13 @@ static ncclDebugLogLevel plugin_nccl_level(enum ftcc_log_level level)
 }
 
 /* The ftcc log sink while NCCL's logger is attached. */
-static void plugin_log_sink(enum ftcc_log_level level, const char *file, int line,
-			    const char *msg)
+static void plugin_log_sink(enum ftcc_log_level level, const char *file, int line, const char *msg)
 {
 	ncclDebugLogger_t logger = atomic_load_explicit(&plugin_logger, memory_order_acquire);
 
 	if (logger) {
-		logger(plugin_nccl_level(level), NCCL_NET, file, line, "NET/" PLUGIN_NET_NAME ": %s",
-		       msg);
+		logger(plugin_nccl_level(level), NCCL_NET, file, line,
+		       "NET/" PLUGIN_NET_NAME ": %s", msg);
 		return;
 	}
 	/* Only a line racing with the last release lands here: keep warnings visible. */
@@ -117,7 +116,8 @@ void plugin_log_release(void)
 		/* NCCL may dlclose us, and itself be unloaded, after this: point nowhere into it. */
 		ftcc_log_set_sink(NULL);
 		atomic_store_explicit(&plugin_logger, NULL, memory_order_release);
-		ftcc_log_set_level(plugin_level_named(ftcc_setting_str(FTCC_SET_DEBUG), FTCC_LOG_WARN));
+		ftcc_log_set_level(
+			plugin_level_named(ftcc_setting_str(FTCC_SET_DEBUG), FTCC_LOG_WARN));
 	}
 	pthread_mutex_unlock(&plugin_log_lock);
 }
@@ -163,7 +163,8 @@ static int plugin_ctx_create(uint64_t comm_id, int traffic_class, struct plugin_
 		return -ENOMEM;
 	err = ops->init();
 	if (err) {
-		ftcc_warn("init failed: transport %s did not start (%s)", ops->name, strerror(-err));
+		ftcc_warn("init failed: transport %s did not start (%s)", ops->name,
+			  strerror(-err));
 		goto free_ctx;
 	}
 	ctx->tctx.comm_id = comm_id;
@@ -202,8 +203,8 @@ ncclResult_t plugin_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_v11_t *
 	*ctx = NULL;
 	plugin_log_acquire(logger);
 	pthread_mutex_lock(&plugin_lock);
-	int err = plugin_ctx_create(comm_id, config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF,
-				    &c);
+	int err = plugin_ctx_create(
+		comm_id, config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF, &c);
 	pthread_mutex_unlock(&plugin_lock);
 	if (err) {
 		/* Translate (and log) while NCCL's logger is still attached. NCCL calls

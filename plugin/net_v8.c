@@ -61,8 +61,8 @@ static ncclResult_t plugin_get_properties_v8(int dev, ncclNetProperties_v8_t *pr
 	return ncclSuccess;
 }
 
-static ncclResult_t plugin_isend_v8(void *send_comm, void *data, int size, int tag,
-				    void *mhandle, void **request)
+static ncclResult_t plugin_isend_v8(void *send_comm, void *data, int size, int tag, void *mhandle,
+				    void **request)
 {
 	if (size < 0) {
 		if (request)

@@ -45,8 +45,8 @@ static ncclResult_t plugin_isend_v9(void *send_comm, void *data, size_t size, in
 	return plugin_isend(send_comm, data, size, tag, mhandle, NULL, request);
 }
 
-static ncclResult_t plugin_irecv_v9(void *recv_comm, int n, void **data, size_t *sizes,
-				    int *tags, void **mhandles, void **request)
+static ncclResult_t plugin_irecv_v9(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+				    void **mhandles, void **request)
 {
 	return plugin_irecv(recv_comm, n, data, sizes, tags, mhandles, NULL, request);
 }

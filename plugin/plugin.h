@@ -38,7 +38,7 @@ PLUGIN_HIDDEN ncclResult_t plugin_result(int err, const char *op);
 struct plugin_ctx {
 	struct ftcc_tctx tctx;
 	const struct ftcc_transport_ops *ops; /* holds one reference (ops->init) */
-	int traffic_class; /* kept for when the transport can mark traffic */
+	int traffic_class;		      /* kept for when the transport can mark traffic */
 };
 
 /* Attaches NCCL's logger: ftcc's log sink forwards to the last non-NULL @logger given here.

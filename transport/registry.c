@@ -111,30 +111,15 @@ static int stub_describe_peer(struct ftcc_conn *c, char *buf, size_t len)
 /* Positional on purpose: a new op without a stub here fails the build
  * (-Wmissing-field-initializers). */
 static const struct ftcc_transport_ops stub_ops = {
-	"stub",
-	stub_init,
-	stub_fini,
-	stub_devices,
-	stub_get_properties,
-	stub_listen,
-	stub_connect,
-	stub_accept,
-	stub_reg_mr,
-	stub_reg_mr_dmabuf,
-	stub_dereg_mr,
-	stub_isend,
-	stub_irecv,
-	stub_iflush,
-	stub_test,
-	stub_close_conn,
-	stub_close_listen,
-	stub_describe_peer,
+	"stub",		 stub_init,	    stub_fini,		stub_devices, stub_get_properties,
+	stub_listen,	 stub_connect,	    stub_accept,	stub_reg_mr,  stub_reg_mr_dmabuf,
+	stub_dereg_mr,	 stub_isend,	    stub_irecv,		stub_iflush,  stub_test,
+	stub_close_conn, stub_close_listen, stub_describe_peer,
 };
 
 #define FILL(op) dst->op = src->op ? src->op : stub_ops.op
 
-void ftcc_transport_fill_stubs(struct ftcc_transport_ops *dst,
-			       const struct ftcc_transport_ops *src)
+void ftcc_transport_fill_stubs(struct ftcc_transport_ops *dst, const struct ftcc_transport_ops *src)
 {
 	dst->name = src->name;
 	FILL(init);

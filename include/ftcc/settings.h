@@ -19,20 +19,23 @@
 	  "silence (no heartbeat, no bytes) after which a peer is declared lost")                  \
 	X(HEARTBEAT_MS, INT, 0, 0, 60000,                                                          \
 	  "heartbeat period; 0 = FAILURE_TIMEOUT_MS/8, at most 100")                               \
-	X(NSTREAMS, INT, 2, 1, 16, "data sockets per connection (bandwidth; each is a TCP stream)") \
+	X(NSTREAMS, INT, 2, 1, 16,                                                                 \
+	  "data sockets per connection (bandwidth; each is a TCP stream)")                         \
 	X(MIN_CHUNK, INT, 131072, 4096, 1073741824,                                                \
 	  "smallest piece of a message given to one data socket")                                  \
 	X(RECONNECT_MS, INT, 0, 0, 600000,                                                         \
 	  "how long to try to restore a reset connection; 0 = FAILURE_TIMEOUT_MS")                 \
 	X(CONNECT_TIMEOUT_MS, INT, 30000, 100, 3600000,                                            \
 	  "how long a connection attempt may take before it fails")                                \
-	X(SOCKBUF, INT, 0, 0, 268435456, "SO_SNDBUF/SO_RCVBUF of data sockets; 0 = kernel default") \
+	X(SOCKBUF, INT, 0, 0, 268435456,                                                           \
+	  "SO_SNDBUF/SO_RCVBUF of data sockets; 0 = kernel default")                               \
 	X(NUMA_BIND, INT, 1, 0, 1, "run the progress thread on the NUMA node of the first NIC")    \
-	X(INJECT, STR, "", 0, 0, "test-only fault injection: name[:count] of a syscall wrapper to fail")
+	X(INJECT, STR, "", 0, 0,                                                                   \
+	  "test-only fault injection: name[:count] of a syscall wrapper to fail")
 
 enum ftcc_setting_id {
 #define FTCC_X_ENUM(name, type, def, min, max, doc) FTCC_SET_##name,
-	FTCC_SETTINGS(FTCC_X_ENUM)
+	FTCC_SETTINGS(FTCC_X_ENUM) /* FTCC_SET_DEBUG, ... */
 #undef FTCC_X_ENUM
 	FTCC_SET_COUNT
 };

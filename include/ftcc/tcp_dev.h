@@ -15,14 +15,14 @@
 
 /* One usable interface. Owned by the device table. */
 struct tcp_dev {
-	char name[64];			 /* interface name, e.g. "eth0" */
-	struct sockaddr_storage addr;	 /* its first IPv4 (else IPv6) address, port 0 */
+	char name[64];		      /* interface name, e.g. "eth0" */
+	struct sockaddr_storage addr; /* its first IPv4 (else IPv6) address, port 0 */
 	socklen_t addr_len;
-	char pci_path[256];		 /* realpath of /sys/class/net/IF/device, or "" (virtual) */
-	int speed_mbps;			 /* link speed; 10000 when unknown (as NCCL) */
-	int numa_node;			 /* -1 when unknown */
-	char cpulist[256];		 /* CPUs local to the NIC, "0-3,8" form, or "" */
-	int from_hwloc;			 /* 1 when hwloc supplied pci/numa/cpus (speed: sysfs) */
+	char pci_path[256]; /* realpath of /sys/class/net/IF/device, or "" (virtual) */
+	int speed_mbps;	    /* link speed; 10000 when unknown (as NCCL) */
+	int numa_node;	    /* -1 when unknown */
+	char cpulist[256];  /* CPUs local to the NIC, "0-3,8" form, or "" */
+	int from_hwloc;	    /* 1 when hwloc supplied pci/numa/cpus (speed: sysfs) */
 };
 
 /* Parses an NCCL_SOCKET_IFNAME-style filter and tells whether @ifname passes it (1 or 0).

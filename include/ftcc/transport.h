@@ -84,8 +84,7 @@ struct ftcc_transport_ops {
 	/* Non-blocking connect to @handle; *out stays NULL until established. The caller passes
 	 * the same FTCC_HANDLE_SIZE buffer on every poll: the transport keeps a token of the
 	 * attempt in bytes it does not use for the address (NCCL allows this). */
-	int (*connect)(const struct ftcc_tctx *ctx, int dev, void *handle,
-		       struct ftcc_conn **out);
+	int (*connect)(const struct ftcc_tctx *ctx, int dev, void *handle, struct ftcc_conn **out);
 	/* Non-blocking accept of one connection on @l; *out NULL until one is established. */
 	int (*accept)(struct ftcc_listen *l, struct ftcc_conn **out);
 	int (*reg_mr)(struct ftcc_conn *c, void *data, size_t size, int type, void **mh);
@@ -97,8 +96,8 @@ struct ftcc_transport_ops {
 	int (*isend)(struct ftcc_conn *c, void *data, size_t size, int tag, void *mh,
 		     struct ftcc_req **req);
 	/* Posts one receive of @n buffers; messages fill them by tag, in posting order. */
-	int (*irecv)(struct ftcc_conn *c, int n, void **data, const size_t *sizes,
-		     const int *tags, void **mh, struct ftcc_req **req);
+	int (*irecv)(struct ftcc_conn *c, int n, void **data, const size_t *sizes, const int *tags,
+		     void **mh, struct ftcc_req **req);
 	int (*iflush)(struct ftcc_conn *c, int n, void **data, const int *sizes, void **mh,
 		      struct ftcc_req **req);
 	/* Polls @r. On done, @sizes (if not NULL) gets the received size of each buffer (one

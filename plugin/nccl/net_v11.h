@@ -134,8 +134,7 @@ typedef struct {
 				       void *recvData, size_t bytesPerRank, size_t windowOffset,
 				       size_t windowBytes, ncclDataType_t dataType,
 				       ncclRedOp_t redOp, void *recvMhandle, void **request);
-	ncclResult_t (*iflush)(void *collComm, void *data, int size, void *mhandle,
-			       void **request);
+	ncclResult_t (*iflush)(void *collComm, void *data, int size, void *mhandle, void **request);
 	ncclResult_t (*test)(void *request, int *done, int *size);
 	ncclResult_t (*closeColl)(void *collComm);
 	ncclResult_t (*closeListen)(void *listenComm);
@@ -147,8 +146,7 @@ typedef struct {
 _Static_assert(sizeof(ncclNetVDeviceProps_v11_t) == 20, "v11 vProps size");
 _Static_assert(offsetof(ncclNetProperties_v11_t, vProps) == 64, "v11 props layout");
 _Static_assert(offsetof(ncclNetProperties_v11_t, maxP2pBytes) == 88, "v11 props layout");
-_Static_assert(offsetof(ncclNetProperties_v11_t, maxMultiRequestSize) == 104,
-	       "v11 props layout");
+_Static_assert(offsetof(ncclNetProperties_v11_t, maxMultiRequestSize) == 104, "v11 props layout");
 _Static_assert(sizeof(ncclNetProperties_v11_t) == 112, "v11 props size");
 _Static_assert(sizeof(ncclNetAttr_v11_t) == 44, "v11 net attr size");
 _Static_assert(offsetof(ncclNet_v11_t, finalize) == 20 * sizeof(void *), "v11 table layout");

@@ -16,10 +16,10 @@
 
 /* What getProperties reports for one device. Strings are owned by the plug-in. */
 typedef struct {
-	char *name;    /* unique, used in logs and topology */
-	char *pciPath; /* sysfs path of the PCI device, or NULL */
-	uint64_t guid; /* identifies the NIC chip across its PCI functions */
-	int ptrSupport; /* NCCL_PTR_* bits */
+	char *name;	 /* unique, used in logs and topology */
+	char *pciPath;	 /* sysfs path of the PCI device, or NULL */
+	uint64_t guid;	 /* identifies the NIC chip across its PCI functions */
+	int ptrSupport;	 /* NCCL_PTR_* bits */
 	int regIsGlobal; /* a registration is valid on every comm of the device */
 	int speed;	 /* Mbit/s */
 	int port;
@@ -91,8 +91,7 @@ typedef struct {
 				       void *recvData, size_t bytesPerRank, size_t windowOffset,
 				       size_t windowBytes, ncclDataType_t dataType,
 				       ncclRedOp_t redOp, void *recvMhandle, void **request);
-	ncclResult_t (*iflush)(void *collComm, void *data, int size, void *mhandle,
-			       void **request);
+	ncclResult_t (*iflush)(void *collComm, void *data, int size, void *mhandle, void **request);
 	ncclResult_t (*test)(void *request, int *done, int *size);
 	ncclResult_t (*closeColl)(void *collComm);
 	ncclResult_t (*closeListen)(void *listenComm);

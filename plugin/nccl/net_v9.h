@@ -103,8 +103,7 @@ typedef struct {
 				       void *recvData, size_t bytesPerRank, size_t windowOffset,
 				       size_t windowBytes, ncclDataType_t dataType,
 				       ncclRedOp_t redOp, void *recvMhandle, void **request);
-	ncclResult_t (*iflush)(void *collComm, void *data, int size, void *mhandle,
-			       void **request);
+	ncclResult_t (*iflush)(void *collComm, void *data, int size, void *mhandle, void **request);
 	ncclResult_t (*test)(void *request, int *done, int *size);
 	ncclResult_t (*closeColl)(void *collComm);
 	ncclResult_t (*closeListen)(void *listenComm);

@@ -2,7 +2,7 @@
  * every exported table (v11, v10, v9, v8) the way NCCL's proxy threads do: properties,
  * non-blocking connection set-up, windows of requests, ordering and content of hundreds of
  * mixed-size messages, 0-byte and 1 GiB messages, truncation, and closing with requests in
- * flight. Life-cycle tests are in test_net_abi_life.c.
+ * flight. Flow control is in test_net_abi_flow.c, life cycle in test_net_abi_life.c.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -10,42 +10,26 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "abi_net.h"
-#include "abi_xfer.h"
+#include "abi_fixture.h"
 
 /* Most a close call may take, with requests in flight (DESIGN: abort is bounded). */
 #define CLOSE_BOUND_MS 100
-#define CONNECT_TIMEOUT_MS 5000
-#define STREAM_TIMEOUT_MS 30000
+#define CONNECT_TIMEOUT_MS ABI_CONNECT_TIMEOUT_MS
+#define STREAM_TIMEOUT_MS ABI_STREAM_TIMEOUT_MS
 
 /* Each Criterion test runs in its own process, so file-scope state is per test. */
 static struct abi_net net;
 static struct abi_pair pair;
 static char err[512];
 
-static void abi_setup(void)
-{
-	setenv("FTCC_SOCKET_IFNAME", "lo", 1);
-}
-
-/* Loads and initialises table v@version and connects one pair on device 0. */
 static void open_pair(int version)
 {
-	int ndev = 0;
-
-	cr_assert_eq(abi_net_load(&net, version, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(abi_net_init(&net), ncclSuccess, "init v%d", version);
-	cr_assert_eq(abi_devices(&net, &ndev), ncclSuccess);
-	cr_assert_gt(ndev, 0, "no device on lo");
-	cr_assert_eq(abi_pair_open(&net, 0, &pair, CONNECT_TIMEOUT_MS, err, sizeof(err)), 0, "%s",
-		     err);
+	abi_open_pair(&net, &pair, version);
 }
 
 static void close_pair(void)
 {
-	cr_assert_eq(abi_pair_close(&pair), ncclSuccess);
-	cr_assert_eq(abi_net_finalize(&net), ncclSuccess);
-	abi_net_unload(&net);
+	abi_close_pair(&net, &pair);
 }
 
 /* Runs @count messages of the given sizes through the pair and asserts success. */
@@ -63,13 +47,6 @@ static void stream(const size_t *sizes, int count, int window, size_t slack)
 	cr_log_info("v%d: %d messages, %ld isend and %ld irecv retries", net.version, count,
 		    s.send_retries, s.recv_retries);
 }
-
-/* Generates one Criterion test per exported table from body(int version). */
-#define ABI_ALL_VERSIONS(body)                                                                     \
-	Test(net_v11, body, .init = abi_setup, .timeout = 120) { body(11); }                       \
-	Test(net_v10, body, .init = abi_setup, .timeout = 120) { body(10); }                       \
-	Test(net_v9, body, .init = abi_setup, .timeout = 120) { body(9); }                         \
-	Test(net_v8, body, .init = abi_setup, .timeout = 120) { body(8); }
 
 static void properties(int version)
 {
@@ -126,9 +103,10 @@ ABI_ALL_VERSIONS(basic)
  * chunking across data streams), 8 in flight per side as NCCL_STEPS allows. */
 static void mixed_sizes(int version)
 {
-	static const size_t menu[] = { 0,	 1,	  7,	    128,     129,	4095,
-				       4096,	 4097,	  65535,    65536,   131072 + 3, 262144,
-				       1 << 20, (1 << 20) + 1, 3 << 20, 4 << 20 };
+	static const size_t menu[] = { 0,	   1,	   7,	    128,	   129,
+				       4095,	   4096,   4097,    65535,	   65536,
+				       131072 + 3, 262144, 1 << 20, (1 << 20) + 1, 3 << 20,
+				       4 << 20 };
 	enum { N = 400 };
 	size_t sizes[N];
 	unsigned seed = 12345;
@@ -167,62 +145,6 @@ static void zero_bytes(int version)
 }
 ABI_ALL_VERSIONS(zero_bytes)
 
-/* All sends are posted before any receive, as happens when the receiving GPU runs late; NULL
- * requests are retried and every message must still arrive in order. */
-static void sends_first(int version)
-{
-	enum { N = 8, SIZE = 65536 };
-	static char tx[N][SIZE], rx[N][SIZE];
-	void *sreq[N] = { 0 }, *rreq[N] = { 0 }, *smh, *rmh;
-	int posted = 0, size;
-
-	open_pair(version);
-	cr_assert_eq(abi_reg_mr(&net, pair.scomm, tx, sizeof(tx), &smh), ncclSuccess);
-	cr_assert_eq(abi_reg_mr(&net, pair.rcomm, rx, sizeof(rx), &rmh), ncclSuccess);
-	for (int i = 0; i < N; i++)
-		for (int j = 0; j < SIZE; j++)
-			tx[i][j] = (char)abi_pattern((uint64_t)i, (size_t)j);
-	/* Post as many as the transport takes now; the rest wait for receives. */
-	int64_t stop = abi_now_ms() + 200;
-	while (posted < N && abi_now_ms() < stop) {
-		cr_assert_eq(abi_isend(&net, pair.scomm, tx[posted], SIZE, smh, &sreq[posted]),
-			     ncclSuccess);
-		posted += sreq[posted] != NULL;
-	}
-	cr_log_info("v%d: %d of %d sends accepted before any receive", version, posted, N);
-	for (int i = 0; i < N; i++) {
-		int64_t deadline = abi_now_ms() + CONNECT_TIMEOUT_MS;
-		while (!rreq[i]) {
-			cr_assert_eq(abi_irecv(&net, pair.rcomm, rx[i], SIZE, rmh, 0, &rreq[i]),
-				     ncclSuccess);
-			cr_assert_lt(abi_now_ms(), deadline, "irecv %d never accepted", i);
-		}
-		if (posted < N) {
-			cr_assert_eq(abi_isend(&net, pair.scomm, tx[posted], SIZE, smh,
-					       &sreq[posted]),
-				     ncclSuccess);
-			posted += sreq[posted] != NULL;
-		}
-	}
-	stop = abi_now_ms() + CONNECT_TIMEOUT_MS;
-	while (posted < N) {
-		cr_assert_lt(abi_now_ms(), stop, "isend %d never accepted", posted);
-		cr_assert_eq(abi_isend(&net, pair.scomm, tx[posted], SIZE, smh, &sreq[posted]),
-			     ncclSuccess);
-		posted += sreq[posted] != NULL;
-	}
-	for (int i = 0; i < N; i++) {
-		cr_assert_eq(abi_wait(&net, sreq[i], &size, STREAM_TIMEOUT_MS), ncclSuccess);
-		cr_assert_eq(abi_wait(&net, rreq[i], &size, STREAM_TIMEOUT_MS), ncclSuccess);
-		cr_assert_eq(size, SIZE);
-		cr_assert_eq(memcmp(rx[i], tx[i], SIZE), 0, "message %d differs", i);
-	}
-	cr_assert_eq(abi_dereg_mr(&net, pair.scomm, smh), ncclSuccess);
-	cr_assert_eq(abi_dereg_mr(&net, pair.rcomm, rmh), ncclSuccess);
-	close_pair();
-}
-ABI_ALL_VERSIONS(sends_first)
-
 /* 1 GiB in one message (NCCL's per-message ceiling before v9). Buffers are anonymous mmaps
  * and only a sparse pattern is written, so the sender's untouched pages stay the shared zero
  * page and the check reads a few thousand points. */
@@ -232,10 +154,10 @@ static void one_gib(int version)
 	void *smh, *rmh, *sreq = NULL, *rreq = NULL;
 	int got = -1;
 
-	char *tx = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-			-1, 0);
-	char *rx = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-			-1, 0);
+	char *tx = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	char *rx = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	cr_assert(tx != MAP_FAILED && rx != MAP_FAILED);
 	for (size_t off = 0; off < size; off += stride)
 		tx[off] = (char)abi_pattern(off / stride, off);
@@ -250,7 +172,8 @@ static void one_gib(int version)
 			cr_assert_eq(abi_irecv(&net, pair.rcomm, rx, size, rmh, 0, &rreq),
 				     ncclSuccess);
 		if (!sreq)
-			cr_assert_eq(abi_isend(&net, pair.scomm, tx, size, smh, &sreq), ncclSuccess);
+			cr_assert_eq(abi_isend(&net, pair.scomm, tx, size, smh, &sreq),
+				     ncclSuccess);
 	}
 	int64_t t0 = abi_now_ms();
 	cr_assert_eq(abi_wait(&net, rreq, &got, STREAM_TIMEOUT_MS), ncclSuccess);
@@ -331,11 +254,15 @@ static void close_in_flight(int version)
 	cr_assert_eq(abi_reg_mr(&net, idle.scomm, tx, (size_t)N * BIG, &smh), ncclSuccess);
 	int64_t stop = abi_now_ms() + 300;
 	while ((nsend < N || nrecv < N) && abi_now_ms() < stop) {
-		if (nrecv < N && abi_irecv(&net, pair.rcomm, rx + nrecv * 4096, 4096, rmh, 0,
-					   &req) == ncclSuccess && req)
+		if (nrecv < N &&
+		    abi_irecv(&net, pair.rcomm, rx + nrecv * 4096, 4096, rmh, 0, &req) ==
+			    ncclSuccess &&
+		    req)
 			nrecv++;
-		if (nsend < N && abi_isend(&net, idle.scomm, tx + (size_t)nsend * BIG, BIG, smh,
-					   &req) == ncclSuccess && req)
+		if (nsend < N &&
+		    abi_isend(&net, idle.scomm, tx + (size_t)nsend * BIG, BIG, smh, &req) ==
+			    ncclSuccess &&
+		    req)
 			nsend++;
 	}
 	cr_log_info("v%d: closing with %d sends and %d receives in flight", version, nsend, nrecv);

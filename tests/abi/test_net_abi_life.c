@@ -15,8 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "abi_net.h"
-#include "abi_xfer.h"
+#include "abi_fixture.h"
 
 #define TIMEOUT_MS 10000
 /* How long threads and fds may take to disappear once the call that ends them returned. */
@@ -24,17 +23,6 @@
 
 static struct abi_net net;
 static char err[512];
-
-static void abi_setup(void)
-{
-	setenv("FTCC_SOCKET_IFNAME", "lo", 1);
-}
-
-#define ABI_ALL_VERSIONS(body)                                                                     \
-	Test(net_v11, body, .init = abi_setup, .timeout = 120) { body(11); }                       \
-	Test(net_v10, body, .init = abi_setup, .timeout = 120) { body(10); }                       \
-	Test(net_v9, body, .init = abi_setup, .timeout = 120) { body(9); }                         \
-	Test(net_v8, body, .init = abi_setup, .timeout = 120) { body(8); }
 
 /* Waits up to SETTLE_MS for @counter to come back to @want; returns the last value. */
 static int settle(int (*counter)(void), int want)
@@ -84,7 +72,9 @@ ABI_ALL_VERSIONS(bad_setting)
 static int child_receive(int version, int fd, const size_t *sizes, int count)
 {
 	struct abi_pair p = { .net = &net };
-	struct abi_stream s = { .sizes = sizes, .count = count, .window = 4, .timeout_ms = TIMEOUT_MS };
+	struct abi_stream s = {
+		.sizes = sizes, .count = count, .window = 4, .timeout_ms = TIMEOUT_MS
+	};
 	int ndev = 0;
 
 	if (abi_net_load(&net, version, err, sizeof(err)) || abi_net_init(&net) != ncclSuccess ||
@@ -170,20 +160,23 @@ static void cycles(int version)
 
 	for (int c = 0; c < 20; c++) {
 		struct abi_pair p;
-		struct abi_stream s = { .sizes = sizes, .count = 8, .window = 8, .timeout_ms = TIMEOUT_MS };
+		struct abi_stream s = {
+			.sizes = sizes, .count = 8, .window = 8, .timeout_ms = TIMEOUT_MS
+		};
 		int ndev = 0;
 		cr_assert_eq(abi_net_load(&net, version, err, sizeof(err)), 0, "%s", err);
 		cr_assert_eq(abi_net_init(&net), ncclSuccess, "cycle %d", c);
 		cr_assert_eq(abi_devices(&net, &ndev), ncclSuccess);
-		cr_assert_eq(abi_pair_open(&net, 0, &p, TIMEOUT_MS, err, sizeof(err)), 0, "%s", err);
+		cr_assert_eq(abi_pair_open(&net, 0, &p, TIMEOUT_MS, err, sizeof(err)), 0, "%s",
+			     err);
 		cr_assert_eq(abi_stream_run(&p, &s, err, sizeof(err)), 0, "cycle %d: %s", c, err);
 		cr_assert_eq(abi_pair_close(&p), ncclSuccess);
 		cr_assert_eq(abi_net_finalize(&net), ncclSuccess);
 		if (version == 11) {
 			/* v11: the last finalize alone must stop every transport thread. */
 			int n = settle(abi_thread_count, threads0);
-			cr_assert_eq(n, threads0, "cycle %d: %d threads after finalize, %d before", c,
-				     n, threads0);
+			cr_assert_eq(n, threads0, "cycle %d: %d threads after finalize, %d before",
+				     c, n, threads0);
 		}
 		abi_net_unload(&net);
 		void *still = dlopen(FTCC_PLUGIN_PATH, RTLD_NOW | RTLD_NOLOAD);
@@ -259,5 +252,29 @@ Test(net_v11, concurrent_init, .init = abi_setup, .timeout = 60)
 	}
 	int n = settle(abi_thread_count, threads0);
 	cr_assert_eq(n, threads0, "%d threads left, %d before", n, threads0);
+	abi_net_unload(&net);
+}
+
+/* NCCL_DEBUG=INFO must bring our INFO lines to NCCL's logger while a ctx lives; after the
+ * last finalize nothing may reach it any more (NCCL may be unloaded next). */
+Test(net_v11, log_forwarding, .init = abi_setup, .timeout = 30)
+{
+	ncclNetProperties_v11_t p;
+
+	setenv("NCCL_DEBUG", "INFO", 1);
+	setenv("FTCC_DEBUG", "INFO", 1); /* keeps INFO on once NCCL's logger is gone */
+	cr_assert_eq(abi_net_load(&net, 11, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(abi_net_init(&net), ncclSuccess);
+	cr_assert_gt(abi_log_count(NCCL_LOG_INFO), 0, "no INFO line reached NCCL's logger");
+	int before = abi_log_count(NCCL_LOG_INFO);
+	cr_assert_neq(abi_props(&net, 1 << 20, &p), ncclSuccess, "getProperties(bad dev)");
+	cr_assert_gt(abi_log_count(NCCL_LOG_INFO), before, "the failure was not logged");
+	cr_assert_eq(abi_net_finalize(&net), ncclSuccess);
+	before = abi_log_count(NCCL_LOG_INFO);
+	int warns = abi_log_count(NCCL_LOG_WARN);
+	cr_assert_neq(abi_props(&net, 1 << 20, &p), ncclSuccess);
+	cr_assert_eq(abi_log_count(NCCL_LOG_INFO), before,
+		     "logged to NCCL after the last finalize");
+	cr_assert_eq(abi_log_count(NCCL_LOG_WARN), warns);
 	abi_net_unload(&net);
 }

@@ -76,10 +76,10 @@ ncclResult_t abi_net_finalize(struct abi_net *net)
 /* Every table starts with the same members up to closeListen; the macro picks the table of
  * the loaded version for calls whose signature is identical in all of them. */
 #define ABI_SAME(net, member, ...)                                                                 \
-	((net)->version == 11	? (net)->t.v11->member(__VA_ARGS__)                                \
-	 : (net)->version == 10 ? (net)->t.v10->member(__VA_ARGS__)                                \
-	 : (net)->version == 9	? (net)->t.v9->member(__VA_ARGS__)                                 \
-				: (net)->t.v8->member(__VA_ARGS__))
+	((net)->version == 11 ? (net)->t.v11->member(__VA_ARGS__) :                                \
+	 (net)->version == 10 ? (net)->t.v10->member(__VA_ARGS__) :                                \
+	 (net)->version == 9  ? (net)->t.v9->member(__VA_ARGS__) :                                 \
+				(net)->t.v8->member(__VA_ARGS__))
 
 ncclResult_t abi_devices(struct abi_net *net, int *ndev)
 {
@@ -108,7 +108,7 @@ ncclResult_t abi_devices(struct abi_net *net, int *ndev)
 	do {                                                                                       \
 		(dst)->forceFlush = (src).forceFlush;                                              \
 		(dst)->vProps.ndevs = (src).vProps.ndevs;                                          \
-		memcpy((dst)->vProps.devs, (src).vProps.devs, sizeof((dst)->vProps.devs));        \
+		memcpy((dst)->vProps.devs, (src).vProps.devs, sizeof((dst)->vProps.devs));         \
 		(dst)->maxP2pBytes = (src).maxP2pBytes;                                            \
 		(dst)->maxCollBytes = (src).maxCollBytes;                                          \
 	} while (0)
@@ -187,18 +187,50 @@ ncclResult_t abi_dereg_mr(struct abi_net *net, void *comm, void *mh)
 	return ABI_SAME(net, deregMr, comm, mh);
 }
 
-ncclResult_t abi_isend(struct abi_net *net, void *scomm, void *data, size_t size, void *mh,
-		       void **req)
+ncclResult_t abi_isend_tag(struct abi_net *net, void *scomm, void *data, size_t size, int tag,
+			   void *mh, void **req)
 {
 	switch (net->version) {
 	case 11:
-		return net->t.v11->isend(scomm, data, size, 0, mh, NULL, req);
+		return net->t.v11->isend(scomm, data, size, tag, mh, NULL, req);
 	case 10:
-		return net->t.v10->isend(scomm, data, size, 0, mh, NULL, req);
+		return net->t.v10->isend(scomm, data, size, tag, mh, NULL, req);
 	case 9:
-		return net->t.v9->isend(scomm, data, size, 0, mh, req);
+		return net->t.v9->isend(scomm, data, size, tag, mh, req);
 	default:
-		return net->t.v8->isend(scomm, data, (int)size, 0, mh, req);
+		return net->t.v8->isend(scomm, data, (int)size, tag, mh, req);
+	}
+}
+
+ncclResult_t abi_isend(struct abi_net *net, void *scomm, void *data, size_t size, void *mh,
+		       void **req)
+{
+	return abi_isend_tag(net, scomm, data, size, 0, mh, req);
+}
+
+ncclResult_t abi_irecvn(struct abi_net *net, void *rcomm, int n, void **data, const size_t *sizes,
+			int *tags, void **mhs, int hint, void **req)
+{
+	size_t wide[8];
+	int narrow[8];
+	void *phandles[8] = { 0 };
+
+	if (n < 1 || n > 8)
+		return ncclInvalidArgument;
+	for (int i = 0; i < n; i++) {
+		wide[i] = sizes[i];
+		narrow[i] = (int)sizes[i];
+	}
+	*req = hint ? (void *)(uintptr_t)NCCL_NET_OPTIONAL_RECV_COMPLETION : NULL;
+	switch (net->version) {
+	case 11:
+		return net->t.v11->irecv(rcomm, n, data, wide, tags, mhs, phandles, req);
+	case 10:
+		return net->t.v10->irecv(rcomm, n, data, wide, tags, mhs, phandles, req);
+	case 9:
+		return net->t.v9->irecv(rcomm, n, data, wide, tags, mhs, req);
+	default:
+		return net->t.v8->irecv(rcomm, n, data, narrow, tags, mhs, req);
 	}
 }
 
@@ -206,21 +238,8 @@ ncclResult_t abi_irecv(struct abi_net *net, void *rcomm, void *data, size_t size
 		       int hint, void **req)
 {
 	int tag = 0;
-	size_t wide = size;
-	int narrow = (int)size;
-	void *phandle = NULL;
 
-	*req = hint ? (void *)(uintptr_t)NCCL_NET_OPTIONAL_RECV_COMPLETION : NULL;
-	switch (net->version) {
-	case 11:
-		return net->t.v11->irecv(rcomm, 1, &data, &wide, &tag, &mh, &phandle, req);
-	case 10:
-		return net->t.v10->irecv(rcomm, 1, &data, &wide, &tag, &mh, &phandle, req);
-	case 9:
-		return net->t.v9->irecv(rcomm, 1, &data, &wide, &tag, &mh, req);
-	default:
-		return net->t.v8->irecv(rcomm, 1, &data, &narrow, &tag, &mh, req);
-	}
+	return abi_irecvn(net, rcomm, 1, &data, &size, &tag, &mh, hint, req);
 }
 
 ncclResult_t abi_test(struct abi_net *net, void *req, int *done, int *size)

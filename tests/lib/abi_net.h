@@ -50,12 +50,18 @@ ncclResult_t abi_connect(struct abi_net *net, int dev, void *handle, void **scom
 ncclResult_t abi_accept(struct abi_net *net, void *lcomm, void **rcomm);
 ncclResult_t abi_reg_mr(struct abi_net *net, void *comm, void *data, size_t size, void **mh);
 ncclResult_t abi_dereg_mr(struct abi_net *net, void *comm, void *mh);
+/* isend with tag 0 / with @tag. */
 ncclResult_t abi_isend(struct abi_net *net, void *scomm, void *data, size_t size, void *mh,
 		       void **req);
+ncclResult_t abi_isend_tag(struct abi_net *net, void *scomm, void *data, size_t size, int tag,
+			   void *mh, void **req);
 /* One-buffer irecv (tag 0). With @hint, *req is preset to NCCL_NET_OPTIONAL_RECV_COMPLETION
  * first, as NCCL does for LL/LL128 receives. */
 ncclResult_t abi_irecv(struct abi_net *net, void *rcomm, void *data, size_t size, void *mh,
 		       int hint, void **req);
+/* Grouped irecv of @n (1..8) buffers matched by tag, as NCCL posts when maxRecvs > 1. */
+ncclResult_t abi_irecvn(struct abi_net *net, void *rcomm, int n, void **data, const size_t *sizes,
+			int *tags, void **mhs, int hint, void **req);
 ncclResult_t abi_test(struct abi_net *net, void *req, int *done, int *size);
 ncclResult_t abi_close_send(struct abi_net *net, void *scomm);
 ncclResult_t abi_close_recv(struct abi_net *net, void *rcomm);

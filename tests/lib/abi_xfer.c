@@ -140,8 +140,8 @@ static int abi_side_alloc(struct abi_net *net, void *comm, struct abi_side *side
 }
 
 /* Posts sends while the window has room; a NULL request is retried on the next round. */
-static int abi_post_sends(struct abi_pair *p, struct abi_stream *s, struct abi_side *tx,
-			  char *err, size_t errlen)
+static int abi_post_sends(struct abi_pair *p, struct abi_stream *s, struct abi_side *tx, char *err,
+			  size_t errlen)
 {
 	while (tx->posted < s->count && tx->posted - tx->done < s->window) {
 		int slot = tx->posted % s->window;
@@ -149,7 +149,8 @@ static int abi_post_sends(struct abi_pair *p, struct abi_stream *s, struct abi_s
 		for (size_t i = 0; i < size; i++)
 			tx->buf[slot][i] = (char)abi_pattern((uint64_t)tx->posted, i);
 		void *req = NULL;
-		ncclResult_t res = abi_isend(p->net, p->scomm, tx->buf[slot], size, tx->mh[slot], &req);
+		ncclResult_t res =
+			abi_isend(p->net, p->scomm, tx->buf[slot], size, tx->mh[slot], &req);
 		if (res != ncclSuccess)
 			return abi_fail(err, errlen, "isend %d: result %d", tx->posted, res);
 		if (!req) {
@@ -162,8 +163,8 @@ static int abi_post_sends(struct abi_pair *p, struct abi_stream *s, struct abi_s
 	return 0;
 }
 
-static int abi_post_recvs(struct abi_pair *p, struct abi_stream *s, struct abi_side *rx,
-			  size_t cap, char *err, size_t errlen)
+static int abi_post_recvs(struct abi_pair *p, struct abi_stream *s, struct abi_side *rx, size_t cap,
+			  char *err, size_t errlen)
 {
 	while (rx->posted < s->count && rx->posted - rx->done < s->window) {
 		int slot = rx->posted % s->window;
@@ -244,8 +245,8 @@ int abi_stream_run(struct abi_pair *p, struct abi_stream *s, char *err, size_t e
 		if (a < 0 || b < 0)
 			return -1;
 		if (abi_now_ms() > deadline)
-			return abi_fail(err, errlen, "deadline: sent %d/%d, received %d/%d", tx.done,
-					s->count, rx.done, s->count);
+			return abi_fail(err, errlen, "deadline: sent %d/%d, received %d/%d",
+					tx.done, s->count, rx.done, s->count);
 		if (!a && !b)
 			sched_yield();
 	}

@@ -38,8 +38,9 @@ struct tcp_conn *tcp_conn_alloc(bool is_send, int dev)
 	c->chunk_min = tcp_eng.chunk_min;
 	c->ctrl = (struct tcp_sock){ .fd = -1, .kind = SK_CTRL, .conn = c };
 	for (int i = 0; i < TCP_MAX_STREAMS; i++)
-		c->streams[i].sk = (struct tcp_sock){ .fd = -1, .kind = SK_DATA, .idx = (uint8_t)i,
-						      .conn = c };
+		c->streams[i].sk = (struct tcp_sock){
+			.fd = -1, .kind = SK_DATA, .idx = (uint8_t)i, .conn = c
+		};
 	for (int i = 0; i < TCP_SEND_RING; i++)
 		c->sreq[i] = (struct tcp_req){ .conn = c, .kind = REQ_SEND };
 	for (int i = 0; i < TCP_RECV_RING; i++)
@@ -173,8 +174,14 @@ void tcp_conn_attach_ctrl(struct tcp_conn *c, int fd, uint32_t gen)
 	bool renewed = c->gen > 0;
 
 	tcp_conn_close_sockets(c);
-	if (renewed)
+	if (renewed) {
 		tcp_recv_reset_partial(c);
+		/* The sender saw a fault we may not have seen: an outage starts now either way. */
+		if (!c->fault_ns) {
+			c->fault_ns = tcp_now_ns();
+			c->deadline_ns = c->fault_ns + tcp_eng.reconnect_ns;
+		}
+	}
 	c->gen = gen;
 	c->ctrl.fd = fd;
 	epoll_ctl(tcp_eng.epfd, EPOLL_CTL_MOD, fd, &ev);
@@ -367,8 +374,9 @@ void tcp_conn_timer(struct tcp_conn *c, uint64_t now)
 		if (c->state == CS_READY && c->last_rx_ns + tcp_eng.timeout_ns < now) {
 			tcp_conn_progress(c); /* data may be queued behind our own delay */
 			if (c->state == CS_READY && c->last_rx_ns + tcp_eng.timeout_ns < now)
-				tcp_conn_fail(c, -ETIMEDOUT, "no heartbeat or data for %llu ms",
-					      (unsigned long long)((now - c->last_rx_ns) / 1000000));
+				tcp_conn_fail(
+					c, -ETIMEDOUT, "no heartbeat or data for %llu ms",
+					(unsigned long long)((now - c->last_rx_ns) / 1000000));
 		}
 		break;
 	case CS_DIAL:

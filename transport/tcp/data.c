@@ -15,7 +15,6 @@
 #include "ftcc/sys.h"
 #include "tcp.h"
 
-
 static bool would_block(void)
 {
 	return errno == EAGAIN || errno == EWOULDBLOCK;
@@ -55,8 +54,7 @@ static void ctrl_flush(struct tcp_conn *c)
 	while (c->ctrl.fd >= 0 && !c->ctrl.connecting) {
 		ssize_t n;
 
-		if (c->ack_dirty &&
-		    c->ctrl_out_len + TCP_FRAME_HDR_SIZE + 8 <= TCP_CTRL_OUT) {
+		if (c->ack_dirty && c->ctrl_out_len + TCP_FRAME_HDR_SIZE + 8 <= TCP_CTRL_OUT) {
 			struct tcp_frame f = { .type = TCP_FRAME_ACK, .value = c->r_cum };
 
 			c->ctrl_out_len += tcp_frame_encode(&f, c->ctrl_out + c->ctrl_out_len);
@@ -200,8 +198,9 @@ static bool stream_next_chunk(struct tcp_conn *c, struct tcp_stream *s)
 		ch.seq = r->seq;
 		ch.total = r->size;
 		ch.offset = j * csize;
-		ch.len = ch.offset >= r->size ? 0 : (r->size - ch.offset < csize ? r->size - ch.offset
-									     : csize);
+		ch.len = ch.offset >= r->size ?
+				 0 :
+				 (r->size - ch.offset < csize ? r->size - ch.offset : csize);
 		tcp_chunk_encode(&ch, s->hdr);
 		s->chunk_off = ch.offset;
 		s->chunk_len = ch.len;
@@ -255,9 +254,9 @@ static void stream_send(struct tcp_conn *c, struct tcp_stream *s)
 			iov[cnt].iov_base = s->hdr + s->chunk_sent;
 			iov[cnt++].iov_len = TCP_CHUNK_WIRE_SIZE - s->chunk_sent;
 		}
-		size_t pdone = s->chunk_sent > TCP_CHUNK_WIRE_SIZE
-				       ? s->chunk_sent - TCP_CHUNK_WIRE_SIZE
-				       : 0;
+		size_t pdone = s->chunk_sent > TCP_CHUNK_WIRE_SIZE ?
+				       s->chunk_sent - TCP_CHUNK_WIRE_SIZE :
+				       0;
 		if (s->chunk_len > pdone) {
 			iov[cnt].iov_base = (char *)r->data + s->chunk_off + pdone;
 			iov[cnt++].iov_len = s->chunk_len - pdone;
@@ -274,6 +273,23 @@ static void stream_send(struct tcp_conn *c, struct tcp_stream *s)
 			s->cur_seq++;
 		}
 	}
+}
+
+/* True when message @seq may take slot @slot of group @g now: its tag is on no other free
+ * slot, or every earlier message of the group already has its buffer. */
+static bool recv_tag_unique(const struct tcp_req *g, int slot, uint64_t seq,
+			    const struct tcp_conn *c)
+{
+	int same = 0;
+
+	for (int k = 0; k < g->n; k++)
+		same += !g->slot_used[k] && g->tags[k] == g->tags[slot];
+	if (same <= 1)
+		return true;
+	for (uint64_t s = g->base_seq > c->r_cum ? g->base_seq : c->r_cum; s < seq; s++)
+		if (!c->rmsg[s % TCP_MSG_RING].req)
+			return false;
+	return true;
 }
 
 /* Finds (or assigns) the posted buffer of the chunk's message. 1 matched, 0 not posted yet,
@@ -311,6 +327,10 @@ static int recv_match(struct tcp_conn *c, const struct tcp_chunk *ch, struct tcp
 		}
 		if (m->slot < 0)
 			return -ENOMSG;
+		/* Buffers sharing a tag take messages in posting order: wait until every
+		 * earlier message of the group has been matched. */
+		if (!recv_tag_unique(g, m->slot, ch->seq, c))
+			return 0;
 		if (ch->total > g->caps[m->slot])
 			return -EMSGSIZE;
 		g->slot_used[m->slot] = true;
@@ -343,7 +363,8 @@ static void recv_complete(struct tcp_conn *c, struct tcp_rmsg *m)
 static void recv_error(struct tcp_conn *c, int rc, const struct tcp_chunk *ch)
 {
 	if (rc == -EMSGSIZE)
-		tcp_conn_fail(c, rc, "message %llu truncated: %llu bytes sent, smaller buffer posted",
+		tcp_conn_fail(c, rc,
+			      "message %llu truncated: %llu bytes sent, smaller buffer posted",
 			      (unsigned long long)ch->seq, (unsigned long long)ch->total);
 	else if (rc == -ENOMSG)
 		tcp_conn_fail(c, -EBADMSG, "message %llu: no posted buffer has tag %u",

@@ -137,8 +137,9 @@ static void engine_dispatch(struct tcp_sock *sk)
 	case SK_DATA:
 		/* A caller polling this connection right now moves its bytes itself: waking up to
 		 * compete for the lock would only add latency. The timer catches what it leaves. */
-		if (tcp_now_ns() - atomic_load_explicit(&sk->conn->app_poll_ns,
-							memory_order_relaxed) < TCP_APP_POLL_NS)
+		if (tcp_now_ns() -
+			    atomic_load_explicit(&sk->conn->app_poll_ns, memory_order_relaxed) <
+		    TCP_APP_POLL_NS)
 			break;
 		pthread_mutex_lock(&sk->conn->lock);
 		tcp_conn_progress(sk->conn);

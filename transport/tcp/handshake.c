@@ -93,8 +93,8 @@ void tcp_pending_expire(uint64_t now)
 	for (; p; p = n) {
 		n = p->next;
 		if (now > p->deadline_ns) {
-			ftcc_info("tcp: dropped connection from %s: no hello within %llu ms", p->peer,
-				  (unsigned long long)(HELLO_TIMEOUT_NS / 1000000));
+			ftcc_info("tcp: dropped connection from %s: no hello within %llu ms",
+				  p->peer, (unsigned long long)(HELLO_TIMEOUT_NS / 1000000));
 			pending_retire(p, true);
 		}
 	}

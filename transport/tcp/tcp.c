@@ -66,8 +66,10 @@ static int tcp_listen(const struct ftcc_tctx *ctx, int dev, void *handle, struct
 	l->dev = dev;
 	l->comm_id = ctx->comm_id;
 	l->incarnation = ctx->incarnation;
-	h = (struct tcp_handle){ .addr = tcp_eng.listen_addr[dev], .listen_id = l->id,
-				 .comm_id = l->comm_id, .incarnation = l->incarnation };
+	h = (struct tcp_handle){ .addr = tcp_eng.listen_addr[dev],
+				 .listen_id = l->id,
+				 .comm_id = l->comm_id,
+				 .incarnation = l->incarnation };
 	memset(handle, 0, FTCC_HANDLE_SIZE);
 	tcp_handle_encode(&h, handle);
 	pthread_mutex_lock(&tcp_eng.lock);

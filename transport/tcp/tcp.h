@@ -30,9 +30,9 @@ enum tcp_sock_kind { SK_WAKE = 1, SK_LISTENER, SK_PENDING, SK_CTRL, SK_DATA };
 struct tcp_sock {
 	int fd;
 	uint8_t kind;
-	uint8_t idx;		/* data stream index, or device index for listeners */
-	bool connecting;	/* non-blocking connect still in progress */
-	struct tcp_conn *conn;	/* SK_CTRL, SK_DATA */
+	uint8_t idx;	       /* data stream index, or device index for listeners */
+	bool connecting;       /* non-blocking connect still in progress */
+	struct tcp_conn *conn; /* SK_CTRL, SK_DATA */
 };
 
 /* An accepted socket whose hello is not complete yet. Owned by the engine. */
@@ -82,30 +82,30 @@ struct tcp_rmsg {
 /* One data socket and its send/receive progress. */
 struct tcp_stream {
 	struct tcp_sock sk;
-	bool ready;			/* connected and hello fully sent / attached */
+	bool ready; /* connected and hello fully sent / attached */
 	uint8_t hello[TCP_HELLO_WIRE_SIZE];
 	size_t hello_sent;
 	/* send side */
-	uint64_t cur_seq;		/* message whose chunk (if any) is being written */
+	uint64_t cur_seq; /* message whose chunk (if any) is being written */
 	bool have_chunk;
 	uint8_t hdr[TCP_CHUNK_WIRE_SIZE];
 	uint64_t chunk_off, chunk_len;
-	size_t chunk_sent;		/* header + payload bytes written */
+	size_t chunk_sent; /* header + payload bytes written */
 	/* receive side */
 	uint8_t rhdr[TCP_CHUNK_WIRE_SIZE];
 	size_t rhdr_got;
 	struct tcp_chunk cur;
 	bool in_payload;
 	uint64_t payload_got;
-	bool blocked;			/* chunk's message not posted yet */
+	bool blocked; /* chunk's message not posted yet */
 };
 
 enum tcp_conn_state {
-	CS_DIAL = 1,   /* sender: control socket connecting / waiting for WELCOME */
-	CS_DATA,       /* data sockets connecting (sender) or joining (receiver) */
+	CS_DIAL = 1, /* sender: control socket connecting / waiting for WELCOME */
+	CS_DATA,     /* data sockets connecting (sender) or joining (receiver) */
 	CS_READY,
-	CS_REDIAL,     /* connection broken, being restored */
-	CS_FAILED,     /* sticky error set */
+	CS_REDIAL, /* connection broken, being restored */
+	CS_FAILED, /* sticky error set */
 };
 
 /* One side of a connection. Created by connect (send) or by an incoming hello (recv);
@@ -114,21 +114,21 @@ struct tcp_conn {
 	struct ftcc_conn base;
 	pthread_mutex_t lock;
 	bool is_send;
-	bool closing;		/* close_conn called; engine frees it */
-	bool accepted;		/* recv side handed to accept() */
+	bool closing;  /* close_conn called; engine frees it */
+	bool accepted; /* recv side handed to accept() */
 	bool peer_closed;
 	enum tcp_conn_state state;
-	int err;		/* sticky negative errno */
+	int err; /* sticky negative errno */
 	int dev;
 	uint64_t conn_id, comm_id, listen_id;
 	uint64_t local_inc, peer_inc;
 	uint32_t gen;
 	int nstreams;
-	struct tcp_wire_addr peer_addr;	/* peer engine listener */
+	struct tcp_wire_addr peer_addr; /* peer engine listener */
 	char peer_str[80];
-	int peer_rank;			/* NCCL rank when learnt from tags, else -1 */
-	uint64_t dial_id;		/* connect() scratch token in the handle */
-	struct tcp_listen *listen;	/* recv side before accept */
+	int peer_rank;		   /* NCCL rank when learnt from tags, else -1 */
+	uint64_t dial_id;	   /* connect() scratch token in the handle */
+	struct tcp_listen *listen; /* recv side before accept */
 	/* control socket */
 	struct tcp_sock ctrl;
 	uint8_t ctrl_out[TCP_CTRL_OUT];
@@ -139,24 +139,24 @@ struct tcp_conn {
 	struct tcp_stream streams[TCP_MAX_STREAMS];
 	/* time */
 	uint64_t last_rx_ns, last_hb_ns;
-	_Atomic uint64_t app_poll_ns;	/* last test()/isend()/irecv() by the caller */
-	uint64_t deadline_ns;		/* dial / reconnect deadline */
-	uint64_t next_try_ns;		/* next redial or probe */
-	uint64_t fault_ns;		/* when the current outage began */
+	_Atomic uint64_t app_poll_ns; /* last test()/isend()/irecv() by the caller */
+	uint64_t deadline_ns;	      /* dial / reconnect deadline */
+	uint64_t next_try_ns;	      /* next redial or probe */
+	uint64_t fault_ns;	      /* when the current outage began */
 	int backoff_ms;
 	int probe_fd;
 	/* send side */
 	struct tcp_req sreq[TCP_SEND_RING];
-	uint64_t s_next;		/* next message number */
-	uint64_t s_acked;		/* every message below is acked */
+	uint64_t s_next;  /* next message number */
+	uint64_t s_acked; /* every message below is acked */
 	int chunk_min;
 	/* recv side */
 	struct tcp_req rreq[TCP_RECV_RING];
 	uint64_t r_posted_groups;
-	uint64_t r_post_seq;		/* messages covered by posted receives */
-	uint64_t r_cum;			/* every message below is complete */
+	uint64_t r_post_seq; /* messages covered by posted receives */
+	uint64_t r_cum;	     /* every message below is complete */
 	struct tcp_rmsg rmsg[TCP_MSG_RING];
-	struct tcp_conn *next;		/* engine list */
+	struct tcp_conn *next; /* engine list */
 };
 
 /* A listen endpoint; holds connections whose handshake completed until accept(). */
@@ -182,8 +182,8 @@ struct tcp_engine {
 	struct tcp_sock listeners[TCP_DEV_MAX];
 	struct tcp_wire_addr listen_addr[TCP_DEV_MAX];
 	struct tcp_listen *listens;
-	struct tcp_conn *conns;		/* live connections (both sides) */
-	struct tcp_conn *dead;		/* closed, freed by the thread between batches */
+	struct tcp_conn *conns; /* live connections (both sides) */
+	struct tcp_conn *dead;	/* closed, freed by the thread between batches */
 	struct tcp_pending *pendings;
 	struct tcp_pending *dead_pendings;
 	/* settings, read at the first init */

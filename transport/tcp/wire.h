@@ -31,9 +31,9 @@ struct tcp_handle {
 #define TCP_HANDLE_WIRE_SIZE 64
 
 enum tcp_hello_type {
-	TCP_HELLO_CTRL = 1,	 /* first or renewed control socket of a connection */
-	TCP_HELLO_DATA = 2,	 /* a data socket joining generation @gen of @conn_id */
-	TCP_HELLO_PROBE = 3,	 /* liveness probe: the sender closes right after */
+	TCP_HELLO_CTRL = 1,  /* first or renewed control socket of a connection */
+	TCP_HELLO_DATA = 2,  /* a data socket joining generation @gen of @conn_id */
+	TCP_HELLO_PROBE = 3, /* liveness probe: the sender closes right after */
 };
 
 /* First bytes on every socket a connector opens. */
@@ -64,8 +64,8 @@ enum tcp_frame_type {
 /* A control frame (header + payload decoded). */
 struct tcp_frame {
 	uint16_t type;
-	uint64_t value; /* HEARTBEAT rank+1, ACK / WELCOME cumulative */
-	uint32_t gen;	/* WELCOME */
+	uint64_t value;			     /* HEARTBEAT rank+1, ACK / WELCOME cumulative */
+	uint32_t gen;			     /* WELCOME */
 	uint8_t done[TCP_RESUME_WINDOW / 8]; /* WELCOME: bit i = message cumulative+i received */
 };
 
