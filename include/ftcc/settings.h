@@ -27,6 +27,8 @@
 	  "how long to try to restore a reset connection; 0 = FAILURE_TIMEOUT_MS")                 \
 	X(CONNECT_TIMEOUT_MS, INT, 30000, 100, 3600000,                                            \
 	  "how long a connection attempt may take before it fails")                                \
+	X(EAGER_MAX, INT, 65536, 0, 1048576,                                                       \
+	  "sends up to this size are copied and complete at once; larger ones when acknowledged")  \
 	X(SOCKBUF, INT, 0, 0, 268435456,                                                           \
 	  "SO_SNDBUF/SO_RCVBUF of data sockets; 0 = kernel default")                               \
 	X(NUMA_BIND, INT, 1, 0, 1, "run the progress thread on the NUMA node of the first NIC")    \

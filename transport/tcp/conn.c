@@ -73,6 +73,9 @@ void tcp_conn_close_sockets(struct tcp_conn *c)
 void tcp_conn_free(struct tcp_conn *c)
 {
 	tcp_conn_close_sockets(c);
+	for (int i = 0; i < TCP_SEND_RING; i++)
+		if (c->sreq[i].eager && !c->sreq[i].acked)
+			free(c->sreq[i].data);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -367,8 +370,7 @@ void tcp_conn_timer(struct tcp_conn *c, uint64_t now)
 		return;
 	switch (c->state) {
 	case CS_READY:
-		if (now - atomic_load_explicit(&c->app_poll_ns, memory_order_relaxed) >=
-		    TCP_APP_POLL_NS)
+		if (!tcp_app_polling(c, now))
 			tcp_conn_progress(c); /* edges the engine skipped while the caller polled */
 		conn_heartbeat(c, now);
 		if (c->state == CS_READY && c->last_rx_ns + tcp_eng.timeout_ns < now) {

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -81,6 +82,13 @@ static void send_mark_acked(struct tcp_conn *c, uint64_t seq)
 	if (seq >= c->s_next || r->seq != seq || r->acked)
 		return;
 	r->acked = true;
+	r->busy = false;
+	if (r->eager) {
+		/* Reported done at isend; the copy was kept only for resending. */
+		free(r->data);
+		r->data = NULL;
+		return;
+	}
 	atomic_store_explicit(&r->state, REQ_DONE, memory_order_release);
 }
 

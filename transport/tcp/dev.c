@@ -284,9 +284,9 @@ static int dev_scan(const char *filter, struct dev_cand **out)
 static void dev_log(int idx, const struct tcp_dev *d)
 {
 	char host[INET6_ADDRSTRLEN] = "?";
-	const void *a = d->addr.ss_family == AF_INET
-				? (const void *)&((const struct sockaddr_in *)&d->addr)->sin_addr
-				: (const void *)&((const struct sockaddr_in6 *)&d->addr)->sin6_addr;
+	const void *a = d->addr.ss_family == AF_INET ?
+				(const void *)&((const struct sockaddr_in *)&d->addr)->sin_addr :
+				(const void *)&((const struct sockaddr_in6 *)&d->addr)->sin6_addr;
 
 	inet_ntop(d->addr.ss_family, a, host, sizeof(host));
 	ftcc_info("tcp: dev %d %s %s speed %d numa %d cpus \"%s\" pci \"%s\" (%s)", idx, d->name,

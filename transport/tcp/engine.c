@@ -40,6 +40,13 @@ uint64_t tcp_engine_new_id(void)
 	return id;
 }
 
+bool tcp_app_polling(struct tcp_conn *c, uint64_t now)
+{
+	uint64_t last = atomic_load_explicit(&c->app_poll_ns, memory_order_relaxed);
+
+	return (int64_t)(now - last) < (int64_t)TCP_APP_POLL_NS;
+}
+
 void tcp_engine_wake(void)
 {
 	uint64_t one = 1;
@@ -137,9 +144,7 @@ static void engine_dispatch(struct tcp_sock *sk)
 	case SK_DATA:
 		/* A caller polling this connection right now moves its bytes itself: waking up to
 		 * compete for the lock would only add latency. The timer catches what it leaves. */
-		if (tcp_now_ns() -
-			    atomic_load_explicit(&sk->conn->app_poll_ns, memory_order_relaxed) <
-		    TCP_APP_POLL_NS)
+		if (tcp_app_polling(sk->conn, tcp_now_ns()))
 			break;
 		pthread_mutex_lock(&sk->conn->lock);
 		tcp_conn_progress(sk->conn);
@@ -221,6 +226,7 @@ static void engine_read_settings(void)
 	tcp_eng.nstreams = (int)ftcc_setting_int(FTCC_SET_NSTREAMS);
 	tcp_eng.chunk_min = (int)ftcc_setting_int(FTCC_SET_MIN_CHUNK);
 	tcp_eng.sockbuf = (int)ftcc_setting_int(FTCC_SET_SOCKBUF);
+	tcp_eng.eager_max = (size_t)ftcc_setting_int(FTCC_SET_EAGER_MAX);
 }
 
 /* Releases everything the engine holds; the thread is already joined. */

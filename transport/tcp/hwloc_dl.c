@@ -175,8 +175,8 @@ static int hw_path_has_busid(const char *path, hwloc_obj_t pci)
 }
 
 /* Reads hwloc's view of @dev into the caller's buffers. Caller holds hw.lock, hwloc loaded. */
-static int hw_lookup(const struct tcp_dev *dev, char *pci, size_t pci_len, int *numa,
-		     char *cpus, size_t cpus_len)
+static int hw_lookup(const struct tcp_dev *dev, char *pci, size_t pci_len, int *numa, char *cpus,
+		     size_t cpus_len)
 {
 	char sys[128], *real;
 	hwloc_obj_t os = hw_find_netdev(dev->name), pcidev, anc;

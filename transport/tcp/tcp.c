@@ -287,13 +287,25 @@ static int tcp_isend(struct ftcc_conn *base, void *data, size_t size, int tag, v
 	pthread_mutex_lock(&c->lock);
 	rc = c->is_send ? conn_usable(c) : -EINVAL;
 	r = &c->sreq[c->s_next % TCP_SEND_RING];
-	if (rc == 0 && atomic_load_explicit(&r->state, memory_order_acquire) == REQ_FREE) {
-		r->data = data;
+	if (rc == 0 && !r->busy &&
+	    atomic_load_explicit(&r->state, memory_order_acquire) == REQ_FREE) {
+		void *copy = NULL;
+
+		/* A small message is copied so its buffer is free at once (as a socket send
+		 * would be); the copy stays until acknowledged, for resending after a reset. */
+		if (size > 0 && size <= tcp_eng.eager_max)
+			copy = malloc(size);
+		if (copy)
+			memcpy(copy, data, size);
+		r->data = copy ? copy : data;
+		r->eager = copy != NULL;
 		r->size = size;
 		r->tag = (uint32_t)tag;
 		r->seq = c->s_next++;
 		r->acked = false;
-		atomic_store_explicit(&r->state, REQ_ACTIVE, memory_order_relaxed);
+		r->busy = true;
+		atomic_store_explicit(&r->state, copy ? REQ_DONE : REQ_ACTIVE,
+				      memory_order_release);
 		tcp_conn_progress(c);
 		*req = (struct ftcc_req *)r;
 	}
@@ -364,25 +376,25 @@ static int tcp_test(struct ftcc_req *req, int *done, size_t *sizes)
 {
 	struct tcp_req *r = (struct tcp_req *)req;
 	struct tcp_conn *c = r->conn;
+	int state = atomic_load_explicit(&r->state, memory_order_acquire);
 	int err = 0;
 
 	*done = 0;
-	if (atomic_load_explicit(&r->state, memory_order_acquire) == REQ_DONE) {
-		req_finish(r, done, sizes);
-		return 0;
+	if (state == REQ_FREE)
+		return -EINVAL; /* never posted, or already reported done */
+	if (state == REQ_ACTIVE) {
+		/* Progress inline when the engine thread is not on it: saves a wake-up. */
+		atomic_store_explicit(&c->app_poll_ns, tcp_now_ns(), memory_order_relaxed);
+		if (pthread_mutex_trylock(&c->lock) == 0) {
+			tcp_conn_progress(c);
+			err = c->err;
+			pthread_mutex_unlock(&c->lock);
+		} else {
+			err = __atomic_load_n(&c->err, __ATOMIC_ACQUIRE);
+		}
+		state = atomic_load_explicit(&r->state, memory_order_acquire);
 	}
-	if (atomic_load_explicit(&r->state, memory_order_relaxed) != REQ_ACTIVE)
-		return -EINVAL;
-	/* Progress inline when the engine thread is not already on it: saves a wake-up. */
-	atomic_store_explicit(&c->app_poll_ns, tcp_now_ns(), memory_order_relaxed);
-	if (pthread_mutex_trylock(&c->lock) == 0) {
-		tcp_conn_progress(c);
-		err = c->err;
-		pthread_mutex_unlock(&c->lock);
-	} else {
-		err = __atomic_load_n(&c->err, __ATOMIC_ACQUIRE);
-	}
-	if (atomic_load_explicit(&r->state, memory_order_acquire) == REQ_DONE) {
+	if (state == REQ_DONE) {
 		req_finish(r, done, sizes);
 		return 0;
 	}

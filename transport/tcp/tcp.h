@@ -60,7 +60,9 @@ struct tcp_req {
 	size_t size;
 	uint32_t tag;
 	uint64_t seq;
-	bool acked;
+	bool acked; /* the receiver has the whole message */
+	bool busy;  /* the ring slot holds a message not yet acknowledged */
+	bool eager; /* small message: copied at isend and reported done at once */
 	/* recv */
 	void *bufs[FTCC_MAX_RECVS];
 	size_t caps[FTCC_MAX_RECVS];
@@ -189,12 +191,16 @@ struct tcp_engine {
 	/* settings, read at the first init */
 	uint64_t timeout_ns, hb_ns, reconnect_ns, connect_ns;
 	int nstreams, chunk_min, sockbuf;
+	size_t eager_max;
 };
 
 extern struct tcp_engine tcp_eng;
 extern const struct ftcc_transport_ops tcp_ops;
 
 uint64_t tcp_now_ns(void);
+
+/* Whether the caller polled @c within TCP_APP_POLL_NS of @now. */
+bool tcp_app_polling(struct tcp_conn *c, uint64_t now);
 
 /* engine.c */
 int tcp_engine_get(void);
