@@ -45,8 +45,9 @@ TestSuite(chaos_listen, .fini = chaos_teardown, .timeout = 30);
 
 static void listener_start(uint64_t comm_id)
 {
-	struct chaos_cfg cfg = { .comm_id = comm_id, .count = CONN_MSGS, .deadline_ms = 20000,
-				 .serve = true };
+	struct chaos_cfg cfg = {
+		.comm_id = comm_id, .count = CONN_MSGS, .deadline_ms = 20000, .serve = true
+	};
 
 	chaos_env(2000);
 	cr_assert_eq(chaos_pair_init(&pair, &cfg), 0);
@@ -58,7 +59,8 @@ static void listener_start(uint64_t comm_id)
 /* A raw TCP connection to the listener's engine port, kept in strangers[] for the teardown. */
 static int stranger(void)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	uint16_t port = 0;
 	int fd, slot = -1;
 
@@ -132,7 +134,7 @@ static void legit_exchange(const char *name)
 {
 	struct chaos_side *snd = &pair.sh->side[CHAOS_SENDER];
 	struct chaos_side *rcv = &pair.sh->side[CHAOS_RECEIVER];
-	long served = rcv->served;
+	long served = atomic_load(&rcv->served);
 	int64_t deadline;
 	int code = -1;
 	double ms;
@@ -143,9 +145,10 @@ static void legit_exchange(const char *name)
 	cr_assert_eq(code, 0, "sender exit %d: %s", code, chaos_side_str(&pair, CHAOS_SENDER));
 	cr_assert_eq(atomic_load(&snd->done), CONN_MSGS, "%s", chaos_side_str(&pair, CHAOS_SENDER));
 	deadline = chaos_now_ns() + 2000000000ll;
-	while (rcv->served == served && chaos_now_ns() < deadline && chaos_alive(pair.pid[1]))
+	while (atomic_load(&rcv->served) == served && chaos_now_ns() < deadline &&
+	       chaos_alive(pair.pid[1]))
 		chaos_sleep_ms(1);
-	cr_assert_eq(rcv->served, served + 1, "the listener did not serve it: %s",
+	cr_assert_eq(atomic_load(&rcv->served), served + 1, "the listener did not serve it: %s",
 		     chaos_side_str(&pair, CHAOS_RECEIVER));
 	ms = chaos_ms(snd->t_setup_ns, rcv->t_ready_ns);
 	chaos_report("%s: legitimate connection accepted %.1f ms after connect", name, ms);
@@ -194,7 +197,7 @@ Test(chaos_listen, garbage_hello)
 		x ^= x << 5;
 		junk[i] = (uint8_t)x;
 	}
-	junk[0] = (uint8_t)~(TCP_WIRE_MAGIC & 0xff); /* never the magic by chance */
+	junk[0] = (uint8_t) ~(TCP_WIRE_MAGIC & 0xff); /* never the magic by chance */
 	before = refused_lines();
 	fd = stranger();
 	send_all(fd, junk, sizeof(junk));

@@ -35,7 +35,8 @@ TestSuite(chaos_proc, .fini = chaos_teardown, .timeout = 30);
 /* Starts an endless stream and waits until both sides are into it. */
 static void stream_start(uint64_t comm_id, bool wait_close)
 {
-	struct chaos_cfg cfg = { .comm_id = comm_id, .deadline_ms = 20000,
+	struct chaos_cfg cfg = { .comm_id = comm_id,
+				 .deadline_ms = 20000,
 				 .wait_close = wait_close };
 
 	cr_assert_eq(chaos_pair_start(&pair, &cfg), 0, "could not start the pair");
@@ -72,8 +73,7 @@ static void kill_mid_stream(const char *name, enum chaos_role victim, uint64_t c
 		     "after %.1f ms)",
 		     name, ms, chaos_role_name(surv), atomic_load(&s->test_err),
 		     chaos_call_name(s->err_call), chaos_ms(t_kill, s->t_err_ns));
-	cr_expect_eq(atomic_load(&s->test_err), ncclRemoteError, "%s",
-		     chaos_side_str(&pair, surv));
+	cr_expect_eq(atomic_load(&s->test_err), ncclRemoteError, "%s", chaos_side_str(&pair, surv));
 	cr_expect_eq(atomic_load(&s->err), ncclRemoteError, "%s", chaos_side_str(&pair, surv));
 	cr_expect_leq(ms, 1000.0, "%s detected the kill after %.1f ms", chaos_role_name(surv), ms);
 	cr_expect_eq(s->bad, 0, "%s", chaos_side_str(&pair, surv));
@@ -115,8 +115,7 @@ static void freeze_mid_stream(const char *name, enum chaos_role victim, uint64_t
 		     "error from %s after %.1f ms)",
 		     name, ms, timeout, chaos_role_name(surv), atomic_load(&s->test_err),
 		     chaos_call_name(s->err_call), chaos_ms(t_stop, s->t_err_ns));
-	cr_expect_eq(atomic_load(&s->test_err), ncclRemoteError, "%s",
-		     chaos_side_str(&pair, surv));
+	cr_expect_eq(atomic_load(&s->test_err), ncclRemoteError, "%s", chaos_side_str(&pair, surv));
 	cr_expect_geq(chaos_ms(t_stop, s->t_err_ns), (double)(timeout - HB_MS(timeout)),
 		      "first error (from %s) after %.1f ms only", chaos_call_name(s->err_call),
 		      chaos_ms(t_stop, s->t_err_ns));

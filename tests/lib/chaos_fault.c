@@ -119,8 +119,8 @@ static int chaos_nft(char *out, size_t outlen, const char *a0, const char *a1, c
 		     const char *a3, const char *a4, const char *a5)
 {
 	char scratch[512];
-	char *argv[] = { "nft", (char *)a0, (char *)a1, (char *)a2, (char *)a3, (char *)a4,
-			 (char *)a5, NULL };
+	char *argv[] = { "nft",	     (char *)a0, (char *)a1, (char *)a2,
+			 (char *)a3, (char *)a4, (char *)a5, NULL };
 
 	if (!out) {
 		out = scratch;

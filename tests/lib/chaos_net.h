@@ -29,16 +29,21 @@ enum chaos_role { CHAOS_SENDER = 0, CHAOS_RECEIVER = 1 };
 /* Where a child is; only moves forward. */
 enum chaos_stage {
 	CHAOS_ST_START = 0,
-	CHAOS_ST_LISTENING,	/* receiver: handle published */
-	CHAOS_ST_CONNECTED,	/* comm ready, streaming */
-	CHAOS_ST_STREAMED,	/* stream over: all done, an error, close_now or the deadline */
-	CHAOS_ST_CLOSED,	/* close calls made and timed; the child exits next */
-	CHAOS_ST_SETUP_FAILED,	/* dlopen, init, listen, connect or accept failed: see why */
+	CHAOS_ST_LISTENING,    /* receiver: handle published */
+	CHAOS_ST_CONNECTED,    /* comm ready, streaming */
+	CHAOS_ST_STREAMED,     /* stream over: all done, an error, close_now or the deadline */
+	CHAOS_ST_CLOSED,       /* close calls made and timed; the child exits next */
+	CHAOS_ST_SETUP_FAILED, /* dlopen, init, listen, connect or accept failed: see why */
 };
 
 /* The plug-in call that returned the first error. */
-enum chaos_call { CHAOS_CALL_NONE = 0, CHAOS_CALL_CONNECT, CHAOS_CALL_ACCEPT, CHAOS_CALL_POST,
-		  CHAOS_CALL_TEST };
+enum chaos_call {
+	CHAOS_CALL_NONE = 0,
+	CHAOS_CALL_CONNECT,
+	CHAOS_CALL_ACCEPT,
+	CHAOS_CALL_POST,
+	CHAOS_CALL_TEST
+};
 
 /* Close calls a child times: closeSend or closeRecv, closeListen, finalize. */
 enum { CHAOS_CLOSE_COMM = 0, CHAOS_CLOSE_LISTEN, CHAOS_CLOSE_FINALIZE, CHAOS_NCLOSE };
@@ -46,49 +51,49 @@ enum { CHAOS_CLOSE_COMM = 0, CHAOS_CLOSE_LISTEN, CHAOS_CLOSE_FINALIZE, CHAOS_NCL
 /* What one side reports. Written by that side's child only. */
 struct chaos_side {
 	_Atomic int stage;
-	_Atomic long done;	/* messages completed (receiving: and checked) */
-	_Atomic int err;	/* first failing call's ncclResult_t; 0 none */
-	int err_call;		/* enum chaos_call */
-	int64_t t_err_ns;	/* when that call returned */
-	_Atomic int test_err;	/* first failing test() of a pending request; 0 none */
-	int64_t t_test_err_ns;	/* when it returned */
-	long bad;		/* received messages with a wrong size or content */
-	long first_bad;		/* index of the first, -1 none */
+	_Atomic long done;	       /* messages completed (receiving: and checked) */
+	_Atomic int err;	       /* first failing call's ncclResult_t; 0 none */
+	int err_call;		       /* enum chaos_call */
+	int64_t t_err_ns;	       /* when that call returned */
+	_Atomic int test_err;	       /* first failing test() of a pending request; 0 none */
+	int64_t t_test_err_ns;	       /* when it returned */
+	long bad;		       /* received messages with a wrong size or content */
+	long first_bad;		       /* index of the first, -1 none */
 	int64_t t_first_ns, t_last_ns; /* first and last completion */
-	int64_t max_gap_ns;	/* longest time between two completions */
-	int64_t t_setup_ns;	/* connect (sender) or accept (receiver) polling began */
-	int64_t t_ready_ns;	/* the comm came */
-	long served;		/* receiver in serve mode: connections fully received */
+	int64_t max_gap_ns;	       /* longest time between two completions */
+	int64_t t_setup_ns;	       /* connect (sender) or accept (receiver) polling began */
+	int64_t t_ready_ns;	       /* the comm came */
+	_Atomic long served;	       /* receiver in serve mode: connections fully received */
 	int64_t close_ns[CHAOS_NCLOSE];
 	int close_res[CHAOS_NCLOSE];
-	char why[160];		/* setup failure */
+	char why[160]; /* setup failure */
 };
 
 /* The page both children and the parent share. */
 struct chaos_shared {
 	char handle[NCCL_NET_HANDLE_MAXSIZE];
-	_Atomic int stop;	/* parent: the sender posts no more and drains what is in flight */
+	_Atomic int stop;	 /* parent: the sender posts no more and drains what is in flight */
 	_Atomic long sent_total; /* sender: messages it sent when it stopped; -1 while sending */
-	_Atomic int close_now;	/* parent: both sides abandon their stream and close at once */
+	_Atomic int close_now;	 /* parent: both sides abandon their stream and close at once */
 	struct chaos_side side[2];
 };
 
 /* How a pair runs. */
 struct chaos_cfg {
-	uint64_t comm_id;	/* both sides' v11 commId */
-	uint64_t send_comm_id;	/* the sender's instead, when not 0 */
-	long count;		/* messages per connection; 0 = until stop or close_now */
-	int deadline_ms;	/* a child gives up (and reports) after this long */
-	bool wait_close;	/* after its stream, a child waits for close_now, then closes */
-	bool serve;		/* receiver accepts connection after connection until stop */
+	uint64_t comm_id;      /* both sides' v11 commId */
+	uint64_t send_comm_id; /* the sender's instead, when not 0 */
+	long count;	       /* messages per connection; 0 = until stop or close_now */
+	int deadline_ms;       /* a child gives up (and reports) after this long */
+	bool wait_close;       /* after its stream, a child waits for close_now, then closes */
+	bool serve;	       /* receiver accepts connection after connection until stop */
 };
 
 /* A running pair. chaos_pair_end() releases it. */
 struct chaos_pair {
 	struct chaos_shared *sh; /* MAP_SHARED page */
 	struct chaos_cfg cfg;
-	pid_t pid[2];		 /* 0 when not running */
-	int errfd[2];		 /* each child's stderr (memfd), kept across restarts */
+	pid_t pid[2]; /* 0 when not running */
+	int errfd[2]; /* each child's stderr (memfd), kept across restarts */
 };
 
 /* Sets the environment every child inherits: FTCC_DEBUG=WARN, FTCC_SOCKET_IFNAME=lo,
@@ -122,6 +127,11 @@ size_t chaos_pair_stderr(struct chaos_pair *p, enum chaos_role role, char *buf, 
 /* The engine listen port in the receiver's published handle (bytes 10..11, little-endian).
  * 0 or -1. */
 int chaos_handle_port(const struct chaos_pair *p, uint16_t *port);
+
+/* The body of a forked @role child (chaos_child.c): load, connect, stream, close as @p's
+ * configuration says, reporting into p->sh->side[@role]. Returns the exit code: 0, or 2 when
+ * setup failed. Called by chaos_pair_spawn() in the child only. */
+int chaos_child_run(struct chaos_pair *p, enum chaos_role role);
 
 /* Name of @role and of enum chaos_call values, for messages. */
 const char *chaos_role_name(enum chaos_role role);

@@ -84,12 +84,12 @@ static int sock_open(struct tcp_conn *c, struct tcp_sock *sk, bool data)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = tcp_wire_addr_to_sa(&c->peer_addr, &ss);
-	int one = 1, fd;
+	int fd;
 
 	fd = ftcc_sys_socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	tcp_sock_tune(fd);
 	if (data && tcp_eng.sockbuf > 0) {
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &tcp_eng.sockbuf, sizeof(int));
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &tcp_eng.sockbuf, sizeof(int));
@@ -284,7 +284,8 @@ void tcp_conn_fault(struct tcp_conn *c, int err, const char *why)
 	if (!c->fault_ns) {
 		c->next_try_ns = now;
 		c->fault_ns = now;
-		c->deadline_ns = now + tcp_eng.reconnect_ns;
+		/* A fault the kernel raises after a silence counts from the silence. */
+		c->deadline_ns = (c->last_rx_ns < now ? c->last_rx_ns : now) + tcp_eng.reconnect_ns;
 		ftcc_info("tcp: connection with %s broken (%s: %s), restoring", c->peer_str, why,
 			  strerror(-err));
 	}
@@ -364,12 +365,31 @@ static void conn_heartbeat(struct tcp_conn *c, uint64_t now)
 	tcp_conn_progress(c);
 }
 
+/* Send side: a data socket whose unacknowledged bytes outlived TCP_USER_TIMEOUT (a flow
+ * black-holed on its own while the control socket is fine) has a pending error that nothing
+ * else reads, since the send side never receives on data sockets. */
+static void conn_check_streams(struct tcp_conn *c)
+{
+	for (int i = 0; i < c->nstreams && c->state == CS_READY; i++) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+		struct tcp_sock *sk = &c->streams[i].sk;
+
+		if (sk->fd >= 0 && getsockopt(sk->fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err)
+			tcp_conn_fault(c, -err, "data socket");
+	}
+}
+
 void tcp_conn_timer(struct tcp_conn *c, uint64_t now)
 {
 	if (c->closing || c->state == CS_FAILED)
 		return;
 	switch (c->state) {
 	case CS_READY:
+		if (c->is_send)
+			conn_check_streams(c);
+		if (c->state != CS_READY)
+			break;
 		if (!tcp_app_polling(c, now))
 			tcp_conn_progress(c); /* edges the engine skipped while the caller polled */
 		conn_heartbeat(c, now);

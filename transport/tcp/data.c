@@ -470,7 +470,19 @@ void tcp_conn_progress(struct tcp_conn *c)
 		else
 			stream_recv(c, s);
 	}
-	if (c->ack_dirty)
+	if (c->state == CS_READY && c->ctrl_out_len == 0 && c->ctrl.fd >= 0) {
+		/* A due heartbeat goes out from whichever thread is here: the engine's timer
+		 * may be waiting for this lock behind a long copy. */
+		uint64_t now = tcp_now_ns();
+
+		if (c->last_hb_ns + tcp_eng.hb_ns <= now) {
+			struct tcp_frame f = { .type = TCP_FRAME_HEARTBEAT };
+
+			tcp_ctrl_queue(c, &f);
+			c->last_hb_ns = now;
+		}
+	}
+	if (c->ack_dirty || c->ctrl_out_len)
 		ctrl_flush(c);
 }
 

@@ -40,6 +40,17 @@ uint64_t tcp_engine_new_id(void)
 	return id;
 }
 
+void tcp_sock_tune(int fd)
+{
+	int one = 1;
+	unsigned int user_timeout = (unsigned int)(tcp_eng.timeout_ns / 1000000);
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* Unacknowledged bytes older than the failure timeout error the socket, so a flow that
+	 * is black-holed on its own is noticed (and restored on new sockets). */
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
+}
+
 bool tcp_app_polling(struct tcp_conn *c, uint64_t now)
 {
 	uint64_t last = atomic_load_explicit(&c->app_poll_ns, memory_order_relaxed);

@@ -53,7 +53,6 @@ void tcp_pending_accept(int dev)
 	for (;;) {
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);
-		int one = 1;
 		int fd = ftcc_sys_accept(tcp_eng.listeners[dev].fd, (struct sockaddr *)&ss, &len);
 		struct tcp_pending *p;
 
@@ -70,7 +69,7 @@ void tcp_pending_accept(int dev)
 			close(fd);
 			continue;
 		}
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		tcp_sock_tune(fd);
 		p->sk = (struct tcp_sock){ .fd = fd, .kind = SK_PENDING };
 		p->dev = dev;
 		p->deadline_ns = tcp_now_ns() + HELLO_TIMEOUT_NS;

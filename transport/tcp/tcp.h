@@ -199,6 +199,9 @@ extern const struct ftcc_transport_ops tcp_ops;
 
 uint64_t tcp_now_ns(void);
 
+/* TCP_NODELAY and TCP_USER_TIMEOUT (the failure timeout) on a new socket. */
+void tcp_sock_tune(int fd);
+
 /* Whether the caller polled @c within TCP_APP_POLL_NS of @now. */
 bool tcp_app_polling(struct tcp_conn *c, uint64_t now);
 
