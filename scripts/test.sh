@@ -24,7 +24,7 @@ failed=0
 skipped=0
 
 summary() {
-	echo "test.sh: $passed passed, $failed failed ($skipped skipped)"
+	echo "test.sh: $passed passed, $failed failed, $skipped skipped"
 }
 
 # step NAME COMMAND...: runs one counted step; the first failure ends the run.
