@@ -22,8 +22,11 @@ static int chunk_rc(const struct tcp_chunk *c)
 
 Test(tcp_wire_chunk, round_trip)
 {
-	struct tcp_chunk c = { .tag = 0xfeedbeef, .seq = 0x0102030405060708ull, .total = TIB,
-			       .offset = TIB / 2, .len = TIB / 2 },
+	struct tcp_chunk c = { .tag = 0xfeedbeef,
+			       .seq = 0x0102030405060708ull,
+			       .total = TIB,
+			       .offset = TIB / 2,
+			       .len = TIB / 2 },
 			 out;
 	uint8_t buf[TCP_CHUNK_WIRE_SIZE + 4];
 
@@ -131,9 +134,10 @@ Test(tcp_wire_frame, unknown_types_refused)
 			buf[0] = (uint8_t)bad[i];
 			buf[1] = (uint8_t)(bad[i] >> 8);
 			buf[4] = (uint8_t)plen;
-			cr_expect_eq(tcp_frame_length(buf, sizeof(buf)), -EBADMSG, "type %u", bad[i]);
-			cr_expect_eq(tcp_frame_decode(buf, TCP_FRAME_HDR_SIZE + plen, &out), -EBADMSG,
-				     "type %u", bad[i]);
+			cr_expect_eq(tcp_frame_length(buf, sizeof(buf)), -EBADMSG, "type %u",
+				     bad[i]);
+			cr_expect_eq(tcp_frame_decode(buf, TCP_FRAME_HDR_SIZE + plen, &out),
+				     -EBADMSG, "type %u", bad[i]);
 		}
 	}
 }
@@ -201,8 +205,10 @@ static int parse_stream(const uint8_t *buf, size_t len, uint16_t *types, size_t 
 Test(tcp_wire_frame, stream_of_frames)
 {
 	struct tcp_frame fs[5] = {
-		{ .type = TCP_FRAME_WELCOME, .gen = 1 }, { .type = TCP_FRAME_HEARTBEAT, .value = 4 },
-		{ .type = TCP_FRAME_ACK, .value = 10 },	 { .type = TCP_FRAME_ACK, .value = 11 },
+		{ .type = TCP_FRAME_WELCOME, .gen = 1 },
+		{ .type = TCP_FRAME_HEARTBEAT, .value = 4 },
+		{ .type = TCP_FRAME_ACK, .value = 10 },
+		{ .type = TCP_FRAME_ACK, .value = 11 },
 		{ .type = TCP_FRAME_CLOSE },
 	};
 	uint8_t buf[5 * (TCP_FRAME_HDR_SIZE + TCP_FRAME_MAX_PAYLOAD)];
