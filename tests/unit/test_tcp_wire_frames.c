@@ -213,7 +213,7 @@ Test(tcp_wire_frame, stream_of_frames)
 	};
 	uint8_t buf[5 * (TCP_FRAME_HDR_SIZE + TCP_FRAME_MAX_PAYLOAD)];
 	uint16_t types[8];
-	size_t len = 0, used;
+	size_t len = 0, used = 0;
 
 	for (int i = 0; i < 5; i++)
 		len += tcp_frame_encode(&fs[i], buf + len);
