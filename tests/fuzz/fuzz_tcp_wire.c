@@ -107,8 +107,8 @@ static void fuzz_chunk(const uint8_t *data, size_t size)
 	tcp_chunk_encode(&c, enc);
 	CHECK(!memcmp(enc, data, TCP_CHUNK_WIRE_SIZE));
 	CHECK(tcp_chunk_decode(enc, sizeof(enc), &c2) == 0);
-	CHECK(c.tag == c2.tag && c.seq == c2.seq && c.total == c2.total &&
-	      c.offset == c2.offset && c.len == c2.len);
+	CHECK(c.tag == c2.tag && c.seq == c2.seq && c.total == c2.total && c.offset == c2.offset &&
+	      c.len == c2.len);
 }
 
 /* One whole frame of @len bytes at @p: decode, check, re-encode. Returns its type. */
@@ -136,8 +136,7 @@ static uint16_t check_frame(const uint8_t *p, size_t len)
 /* Parses @len bytes as a stream of frames, the way the control reader does. Records each
  * frame's type in @types; returns how many, in *@used how many bytes they took, and sets
  * *@bad when it stopped at garbage (where the reader fails the connection). */
-static size_t parse_frames(const uint8_t *buf, size_t len, uint16_t *types, size_t *used,
-			   int *bad)
+static size_t parse_frames(const uint8_t *buf, size_t len, uint16_t *types, size_t *used, int *bad)
 {
 	size_t off = 0, n = 0;
 

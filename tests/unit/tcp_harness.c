@@ -23,6 +23,7 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *log_text; /* captured lines, '\n' separated */
 static size_t log_len;
 static int64_t log_t0; /* th_start time: lines carry milliseconds since then */
+static int th_refs;    /* references th_start took and th_stop has not dropped yet */
 
 static void capture_sink(enum ftcc_log_level level, const char *file, int line, const char *msg)
 {
@@ -101,12 +102,22 @@ const struct ftcc_transport_ops *th_start(const char *const *env)
 	th_log_reset();
 	log_t0 = th_now_ms();
 	cr_assert_eq(ops->init(), 0);
+	th_refs++;
 	return ops;
 }
 
 void th_stop(void)
 {
 	ftcc_transport_get("tcp")->fini();
+	if (--th_refs == 0)
+		cr_expect_eq(th_leak_check(), 0, "memory leaked after the last fini");
+}
+
+int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
+
+int th_leak_check(void)
+{
+	return __lsan_do_recoverable_leak_check ? __lsan_do_recoverable_leak_check() : 0;
 }
 
 int64_t th_now_ms(void)
@@ -167,8 +178,7 @@ void th_pair_close(struct th_pair *p)
 	p->l = NULL;
 }
 
-int th_wait(const struct ftcc_transport_ops *ops, struct ftcc_req *r, size_t *sizes,
-	    int timeout_ms)
+int th_wait(const struct ftcc_transport_ops *ops, struct ftcc_req *r, size_t *sizes, int timeout_ms)
 {
 	int64_t deadline = th_now_ms() + timeout_ms;
 	int done = 0;

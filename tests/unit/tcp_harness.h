@@ -23,7 +23,7 @@ struct th_pair {
  * terminated, may be NULL), reloads the settings, installs the capturing log sink and inits
  * the transport. Returns the ops table; fails the test on any error. */
 const struct ftcc_transport_ops *th_start(const char *const *env);
-/* Drops the reference th_start took. */
+/* Drops the reference th_start took; after the last one, checks for leaks (ASan builds). */
 void th_stop(void);
 
 int64_t th_now_ms(void);
@@ -45,6 +45,10 @@ int th_wait(const struct ftcc_transport_ops *ops, struct ftcc_req *r, size_t *si
 void th_fill(void *buf, size_t size, uint64_t seed);
 long th_check(const void *buf, size_t size, uint64_t seed);
 
+/* Under LeakSanitizer, checks the heap for leaks now (Criterion's workers never reach the
+ * exit-time check) and returns nonzero when some were found (and printed); else 0. */
+int th_leak_check(void);
+
 /* Log lines captured since th_start (or th_log_reset) that contain @needle. Thread-safe. */
 int th_log_count(const char *needle);
 void th_log_reset(void);
@@ -55,11 +59,11 @@ void th_log_dump(void);
  * posted in groups of @recv_n buffers (1..8), each group covering recv_n consecutive
  * messages, which are sent in a tag order different from the buffers' order. */
 struct th_stream {
-	int nmsg;	    /* a multiple of recv_n */
-	int window;	    /* messages in flight each way (sends; receive groups * recv_n) */
+	int nmsg;   /* a multiple of recv_n */
+	int window; /* messages in flight each way (sends; receive groups * recv_n) */
 	int recv_n;
-	int same_tags;	    /* every buffer of a group has one tag: filled in posting order */
-	size_t extra_cap;   /* posted buffers are this much larger than the message */
+	int same_tags;	  /* every buffer of a group has one tag: filled in posting order */
+	size_t extra_cap; /* posted buffers are this much larger than the message */
 	size_t (*size_of)(int i);
 	void (*at)(int i, void *arg); /* called once before message i is first posted */
 	void *arg;

@@ -37,9 +37,9 @@ struct th_run {
 	const struct th_stream *o;
 	struct th_send sends[MAX_WINDOW];
 	struct th_group groups[MAX_WINDOW];
-	int next_send, sends_done;	  /* messages posted / completed on the send side */
-	int next_group, groups_done;	  /* groups posted / completed */
-	int at_done;			  /* o->at called for messages below this */
+	int next_send, sends_done;   /* messages posted / completed on the send side */
+	int next_group, groups_done; /* groups posted / completed */
+	int at_done;		     /* o->at called for messages below this */
 	char *err;
 	size_t errlen;
 };
@@ -127,8 +127,7 @@ static int post_recvs(struct th_run *r)
 
 		if (!g->bufs[0] && group_prepare(r, g, r->next_group))
 			return -1;
-		rc = r->p->ops->irecv(r->p->r, o->recv_n, g->bufs, g->caps, g->tags, NULL,
-				      &g->req);
+		rc = r->p->ops->irecv(r->p->r, o->recv_n, g->bufs, g->caps, g->tags, NULL, &g->req);
 		if (rc)
 			return run_fail(r, "irecv of group %d: %d (%s)", r->next_group, rc,
 					strerror(-rc));
@@ -173,15 +172,17 @@ static int group_check(struct th_run *r, struct th_group *g, const size_t *sizes
 		long bad;
 
 		if (sizes[t] != size)
-			return run_fail(r, "message %d (buffer %d of group at %d): %zu bytes, sent %zu",
-					i, t, g->first, sizes[t], size);
+			return run_fail(
+				r, "message %d (buffer %d of group at %d): %zu bytes, sent %zu", i,
+				t, g->first, sizes[t], size);
 		bad = th_check(g->bufs[t], size, SEED_BASE + (uint64_t)i);
 		if (bad >= 0)
-			return run_fail(r, "message %d (%zu bytes): wrong byte at offset %ld", i, size,
-					bad);
+			return run_fail(r, "message %d (%zu bytes): wrong byte at offset %ld", i,
+					size, bad);
 		for (size_t k = size; k < g->caps[t]; k++)
 			if (((uint8_t *)g->bufs[t])[k] != 0xee)
-				return run_fail(r, "message %d: byte %zu past its end written", i, k);
+				return run_fail(r, "message %d: byte %zu past its end written", i,
+						k);
 		free(g->bufs[t]);
 		g->bufs[t] = NULL;
 	}

@@ -1,7 +1,7 @@
 /* Tests of the TCP transport through its ops table, both ends in this process over lo:
- * lifecycle (init/fini refcount and threads), devices, connection set-up and refusals, request
- * limits, misuse, and closing with requests in flight. Message tests are in
- * test_tcp_transport_msgs.c, fault injection in test_tcp_transport_faults.c.
+ * lifecycle (init/fini refcount and threads), devices, connection set-up, refusals and misuse.
+ * Requests are tested in test_tcp_transport_reqs.c, messages in test_tcp_transport_msgs.c,
+ * fault injection in test_tcp_transport_faults.c.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -131,7 +131,9 @@ Test(tcp_transport, garbage_handle_is_einval)
 		cr_expect_null(c);
 	}
 	struct tcp_handle h = { .addr = { .family = AF_INET, .port = 1, .ip = { 127, 0, 0, 1 } },
-				.listen_id = 1, .comm_id = 1, .incarnation = 1 };
+				.listen_id = 1,
+				.comm_id = 1,
+				.incarnation = 1 };
 
 	memset(handle, 0, sizeof(handle));
 	tcp_handle_encode(&h, handle);
@@ -192,8 +194,7 @@ Test(tcp_transport, stale_handles_are_refused)
 	cr_expect_gt(th_log_count("stale incarnation"), 0);
 	cr_expect_eq(ops->close_listen(l), 0);
 	memcpy(copy, handle, sizeof(copy));
-	cr_expect_eq(dial_until_error(ops, &ctx, copy, OPEN_MS), -ECONNREFUSED,
-		     "closed listen");
+	cr_expect_eq(dial_until_error(ops, &ctx, copy, OPEN_MS), -ECONNREFUSED, "closed listen");
 	cr_expect_gt(th_log_count("unknown listen id"), 0);
 	th_stop();
 }
@@ -222,118 +223,6 @@ Test(tcp_transport, misuse_is_refused)
 	cr_expect_eq(ops->irecv(p.r, FTCC_MAX_RECVS + 1, bufs, sizes, tags, NULL, &req), -EINVAL,
 		     "n = 9");
 	cr_expect_null(req);
-	th_pair_close(&p);
-	th_stop();
-}
-
-#define NRECV FTCC_MAX_REQUESTS
-#define NSEND 256
-
-/* 32 receives and 256 sends fit; one more of either gets a NULL request (rc 0), and fits
- * once the oldest completes. */
-Test(tcp_transport, request_limits)
-{
-	const struct ftcc_transport_ops *ops = th_start(NULL);
-	static uint8_t sbuf[NSEND + 1], rbuf[NSEND + 1];
-	struct ftcc_req *sr[NSEND + 1] = { 0 }, *rr[NSEND + 1] = { 0 };
-	size_t cap = 1, got = 0;
-	int tag = 5;
-	struct th_pair p;
-
-	cr_assert_eq(th_pair_open(&p, 11, OPEN_MS), 0);
-	for (int i = 0; i <= NRECV; i++) {
-		void *b = &rbuf[i];
-
-		cr_assert_eq(ops->irecv(p.r, 1, &b, &cap, &tag, NULL, &rr[i]), 0);
-		cr_assert_eq(rr[i] != NULL, i < NRECV, "receive %d", i);
-	}
-	for (int i = 0; i <= NSEND; i++) {
-		sbuf[i] = (uint8_t)(i * 7 + 1);
-		cr_assert_eq(ops->isend(p.s, &sbuf[i], 1, tag, NULL, &sr[i]), 0);
-		cr_assert_eq(sr[i] != NULL, i < NSEND, "send %d", i);
-	}
-	/* Drain: each completed receive makes room for the next one. */
-	for (int i = 0; i <= NSEND; i++) {
-		void *b = &rbuf[i];
-
-		if (i == NSEND) {
-			cr_assert_eq(ops->isend(p.s, &sbuf[i], 1, tag, NULL, &sr[i]), 0);
-			cr_assert_not_null(sr[i], "room after the sends completed");
-		}
-		if (i >= NRECV) {
-			cr_assert_eq(ops->irecv(p.r, 1, &b, &cap, &tag, NULL, &rr[i]), 0);
-			cr_assert_not_null(rr[i], "receive %d after one completed", i);
-		}
-		cr_assert_eq(th_wait(ops, rr[i], &got, 5000), 0, "receive %d", i);
-		cr_assert_eq(got, 1);
-		cr_assert_eq(rbuf[i], sbuf[i], "message %d", i);
-		if (i == NSEND - 1)
-			for (int k = 0; k < NSEND; k++)
-				cr_assert_eq(th_wait(ops, sr[k], NULL, 5000), 0, "send %d", k);
-	}
-	cr_assert_eq(th_wait(ops, sr[NSEND], NULL, 5000), 0);
-	th_pair_close(&p);
-	th_stop();
-}
-
-#define BIG (4u << 20)
-
-/* Closing both sides with sends and receives in flight returns at once and frees them (ASan
- * builds check for leaks and late writes). */
-Test(tcp_transport, close_with_requests_in_flight)
-{
-	const struct ftcc_transport_ops *ops = th_start(NULL);
-	struct ftcc_req *req;
-	struct th_pair p;
-	void *bufs[6];
-	size_t cap = BIG;
-	int tag = 1;
-
-	cr_assert_eq(th_pair_open(&p, 12, OPEN_MS), 0);
-	for (int i = 0; i < 6; i++) {
-		bufs[i] = calloc(1, BIG);
-		cr_assert_not_null(bufs[i]);
-	}
-	for (int i = 0; i < 3; i++) {
-		cr_assert_eq(ops->irecv(p.r, 1, &bufs[i], &cap, &tag, NULL, &req), 0);
-		cr_assert_not_null(req);
-	}
-	for (int i = 3; i < 6; i++) {
-		cr_assert_eq(ops->isend(p.s, bufs[i], BIG, tag, NULL, &req), 0);
-		cr_assert_not_null(req);
-	}
-	int64_t t0 = th_now_ms();
-
-	cr_expect_eq(ops->close_conn(p.s), 0);
-	cr_expect_eq(ops->close_conn(p.r), 0);
-	cr_expect_lt(th_now_ms() - t0, 100, "close must not wait for the peer");
-	cr_expect_eq(ops->close_listen(p.l), 0);
-	for (int i = 0; i < 6; i++)
-		free(bufs[i]);
-	th_stop();
-}
-
-/* The receiver closing is evidence the peer is gone: pending sends fail, they do not hang. */
-Test(tcp_transport, peer_close_fails_pending_sends)
-{
-	const struct ftcc_transport_ops *ops = th_start((const char *const[]){
-		"FTCC_FAILURE_TIMEOUT_MS=3000", NULL });
-	static char buf[1000];
-	struct ftcc_req *req = NULL, *more = NULL;
-	struct th_pair p;
-
-	cr_assert_eq(th_pair_open(&p, 13, OPEN_MS), 0);
-	cr_assert_eq(ops->isend(p.s, buf, sizeof(buf), 0, NULL, &req), 0);
-	cr_assert_not_null(req);
-	cr_expect_eq(ops->close_conn(p.r), 0);
-	p.r = NULL;
-	int64_t t0 = th_now_ms();
-
-	cr_expect_eq(th_wait(ops, req, NULL, 2000), -ECONNRESET);
-	cr_expect_lt(th_now_ms() - t0, 1000, "a closed peer is not a silent one");
-	cr_expect_eq(ops->isend(p.s, buf, 1, 0, NULL, &more), -ECONNRESET, "sticky");
-	cr_expect_null(more);
-	cr_expect_gt(th_log_count("closed the connection"), 0);
 	th_pair_close(&p);
 	th_stop();
 }

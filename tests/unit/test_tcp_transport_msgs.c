@@ -67,8 +67,12 @@ Test(tcp_msgs, multi_receive_matches_tags)
 {
 	th_start(NULL);
 	for (int n = 1; n <= FTCC_MAX_RECVS; n++) {
-		struct th_stream o = { .nmsg = n * 12, .window = 16, .recv_n = n, .extra_cap = 64,
-				       .size_of = size_small, .timeout_ms = 20000 };
+		struct th_stream o = { .nmsg = n * 12,
+				       .window = 16,
+				       .recv_n = n,
+				       .extra_cap = 64,
+				       .size_of = size_small,
+				       .timeout_ms = 20000 };
 
 		run_stream(&o);
 	}
@@ -80,8 +84,12 @@ Test(tcp_msgs, multi_receive_same_tags_in_posting_order)
 {
 	th_start(NULL);
 	for (int n = 2; n <= FTCC_MAX_RECVS; n += 3) {
-		struct th_stream o = { .nmsg = n * 10, .window = 24, .recv_n = n, .same_tags = 1,
-				       .size_of = size_small, .timeout_ms = 20000 };
+		struct th_stream o = { .nmsg = n * 10,
+				       .window = 24,
+				       .recv_n = n,
+				       .same_tags = 1,
+				       .size_of = size_small,
+				       .timeout_ms = 20000 };
 
 		run_stream(&o);
 	}
@@ -120,10 +128,17 @@ static size_t size_zero_or_not(int i)
 
 Test(tcp_msgs, empty_messages)
 {
-	struct th_stream zeros = { .nmsg = 64, .window = 16, .recv_n = 1, .extra_cap = 8,
-				   .size_of = size_zero, .timeout_ms = 20000 };
-	struct th_stream mixed = { .nmsg = 96, .window = 8, .recv_n = 4,
-				   .size_of = size_zero_or_not, .timeout_ms = 30000 };
+	struct th_stream zeros = { .nmsg = 64,
+				   .window = 16,
+				   .recv_n = 1,
+				   .extra_cap = 8,
+				   .size_of = size_zero,
+				   .timeout_ms = 20000 };
+	struct th_stream mixed = { .nmsg = 96,
+				   .window = 8,
+				   .recv_n = 4,
+				   .size_of = size_zero_or_not,
+				   .timeout_ms = 30000 };
 
 	th_start(NULL);
 	run_stream(&zeros);
@@ -145,8 +160,9 @@ static size_t size_mixed(int i)
 
 Test(tcp_msgs, ordering_over_500_mixed_messages)
 {
-	struct th_stream o = { .nmsg = 500, .window = 8, .recv_n = 1, .size_of = size_mixed,
-			       .timeout_ms = 90000 };
+	struct th_stream o = {
+		.nmsg = 500, .window = 8, .recv_n = 1, .size_of = size_mixed, .timeout_ms = 90000
+	};
 
 	th_start(NULL);
 	run_stream(&o);
@@ -165,8 +181,12 @@ static size_t size_up_to_mib(int i)
 static void split_streams(const char *nstreams)
 {
 	char env[64];
-	struct th_stream o = { .nmsg = 240, .window = 12, .recv_n = 3, .extra_cap = 5,
-			       .size_of = size_up_to_mib, .timeout_ms = 60000 };
+	struct th_stream o = { .nmsg = 240,
+			       .window = 12,
+			       .recv_n = 3,
+			       .extra_cap = 5,
+			       .size_of = size_up_to_mib,
+			       .timeout_ms = 60000 };
 
 	snprintf(env, sizeof(env), "FTCC_NSTREAMS=%s", nstreams);
 	th_start((const char *const[]){ env, "FTCC_MIN_CHUNK=4096", NULL });

@@ -37,9 +37,15 @@ static struct tcp_handle sample_handle(void)
 
 static struct tcp_hello sample_hello(uint16_t type)
 {
-	return (struct tcp_hello){ .type = type, .stream = 3, .nstreams = 4, .gen = 7,
-				   .listen_id = 11, .comm_id = 12, .listener_inc = 13,
-				   .incarnation = 14, .conn_id = 15,
+	return (struct tcp_hello){ .type = type,
+				   .stream = 3,
+				   .nstreams = 4,
+				   .gen = 7,
+				   .listen_id = 11,
+				   .comm_id = 12,
+				   .listener_inc = 13,
+				   .incarnation = 14,
+				   .conn_id = 15,
 				   .self = addr6("2001:db8::42", 4242) };
 }
 
@@ -204,7 +210,8 @@ Test(tcp_wire_hello, field_rules)
 
 	for (uint16_t type = 0; type < 8; type++) {
 		h = sample_hello(type);
-		cr_expect_eq(hello_decode_of(&h), type >= 1 && type <= 3 ? 0 : -EBADMSG, "%u", type);
+		cr_expect_eq(hello_decode_of(&h), type >= 1 && type <= 3 ? 0 : -EBADMSG, "%u",
+			     type);
 	}
 	h = sample_hello(TCP_HELLO_CTRL);
 	h.nstreams = 0;

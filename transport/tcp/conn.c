@@ -148,12 +148,14 @@ void tcp_conn_on_welcome(struct tcp_conn *c, const struct tcp_frame *f)
 {
 	struct tcp_hello h;
 
-	if (!c->is_send || f->gen != c->gen) {
+	if (!c->is_send || f->gen != c->gen || c->state != CS_DIAL) {
 		tcp_conn_fail(c, -EBADMSG, "unexpected WELCOME (generation %u, ours %u)", f->gen,
 			      c->gen);
 		return;
 	}
 	tcp_send_apply_resume(c, f);
+	if (c->state == CS_FAILED)
+		return;
 	for (int i = 0; i < c->nstreams; i++) {
 		struct tcp_stream *s = &c->streams[i];
 		int rc = sock_open(c, &s->sk, true);
@@ -216,7 +218,9 @@ int tcp_conn_attach_data(struct tcp_conn *c, int fd, int idx)
 	struct tcp_stream *s = &c->streams[idx];
 	struct epoll_event ev = { .events = EV_SOCK, .data.ptr = &s->sk };
 
-	if (s->sk.fd >= 0 || c->ctrl.fd < 0)
+	if (c->ctrl.fd < 0)
+		return -ENOTCONN;
+	if (s->sk.fd >= 0)
 		return -EEXIST;
 	s->sk.fd = fd;
 	s->sk.connecting = false;
@@ -384,14 +388,18 @@ void tcp_conn_timer(struct tcp_conn *c, uint64_t now)
 {
 	if (c->closing || c->state == CS_FAILED)
 		return;
+	/* Edges the engine skipped while the caller polled, in every state: a redial whose
+	 * connect completed during a poll is otherwise never looked at again. */
+	if (c->state != CS_REDIAL && !tcp_app_polling(c, now))
+		tcp_conn_progress(c);
+	if (c->closing || c->state == CS_FAILED)
+		return;
 	switch (c->state) {
 	case CS_READY:
 		if (c->is_send)
 			conn_check_streams(c);
 		if (c->state != CS_READY)
 			break;
-		if (!tcp_app_polling(c, now))
-			tcp_conn_progress(c); /* edges the engine skipped while the caller polled */
 		conn_heartbeat(c, now);
 		if (c->state == CS_READY && c->last_rx_ns + tcp_eng.timeout_ns < now) {
 			tcp_conn_progress(c); /* data may be queued behind our own delay */

@@ -175,6 +175,7 @@ static const char *route_data(struct tcp_pending *p, const struct tcp_hello *h)
 {
 	struct tcp_conn *c = find_recv_conn(h->conn_id, h->incarnation);
 	const char *why = NULL;
+	int rc;
 
 	if (!c)
 		return "data socket for an unknown connection";
@@ -183,8 +184,9 @@ static const char *route_data(struct tcp_pending *p, const struct tcp_hello *h)
 		why = "connection already failed or closed";
 	else if (h->gen != c->gen || h->stream >= c->nstreams)
 		why = "stale generation or bad stream index";
-	else if (tcp_conn_attach_data(c, p->sk.fd, h->stream))
-		why = "stream already attached";
+	else if ((rc = tcp_conn_attach_data(c, p->sk.fd, h->stream)))
+		why = rc == -ENOTCONN ? "data socket before its control socket" :
+					"stream already attached";
 	else
 		p->sk.fd = -1;
 	pthread_mutex_unlock(&c->lock);
