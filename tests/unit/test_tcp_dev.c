@@ -360,7 +360,7 @@ Test(tcp_dev_bind, empty_is_noop)
 
 Test(tcp_dev_bind, garbage_rejected)
 {
-	const char *bad[] = { "abc", "1-", "-1", "3-1", "1,,2", "1,", ",1",
+	const char *bad[] = { "abc", "1-",  "-1",    "3-1",	 "1,,2", "1,", ",1",
 			      "0x1", "1 2", "1-2-3", "99999999", "4096", "0;1" };
 	cpu_set_t orig = current_affinity(), now;
 	char none[32];
