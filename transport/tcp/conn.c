@@ -252,15 +252,16 @@ void tcp_conn_fail(struct tcp_conn *c, int err, const char *fmt, ...)
 	va_end(ap);
 	if (c->peer_rank >= 0)
 		snprintf(rank, sizeof(rank), " (rank %d)", c->peer_rank);
-	c->err = err;
-	c->state = CS_FAILED;
-	tcp_conn_close_sockets(c);
+	/* The line goes out before the error is visible to a caller polling without the lock. */
 	if (c->closing)
-		return;
-	if (c->peer_closed)
+		;
+	else if (c->peer_closed)
 		ftcc_info("tcp: peer %s%s closed the connection", c->peer_str, rank);
 	else
 		ftcc_warn("tcp: peer %s%s lost: %s", c->peer_str, rank, why);
+	c->state = CS_FAILED;
+	tcp_conn_close_sockets(c);
+	__atomic_store_n(&c->err, err, __ATOMIC_RELEASE);
 }
 
 void tcp_conn_fault(struct tcp_conn *c, int err, const char *why)
