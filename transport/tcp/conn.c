@@ -253,11 +253,9 @@ void tcp_conn_fail(struct tcp_conn *c, int err, const char *fmt, ...)
 	if (c->peer_rank >= 0)
 		snprintf(rank, sizeof(rank), " (rank %d)", c->peer_rank);
 	/* The line goes out before the error is visible to a caller polling without the lock. */
-	if (c->closing)
-		;
-	else if (c->peer_closed)
+	if (!c->closing && c->peer_closed)
 		ftcc_info("tcp: peer %s%s closed the connection", c->peer_str, rank);
-	else
+	else if (!c->closing)
 		ftcc_warn("tcp: peer %s%s lost: %s", c->peer_str, rank, why);
 	c->state = CS_FAILED;
 	tcp_conn_close_sockets(c);
