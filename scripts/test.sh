@@ -188,6 +188,7 @@ fi
 
 # ---- (b) ----------------------------------------------------------------------------------
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export LSAN_OPTIONS=suppressions=$ROOT/tests/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 step "build (address,undefined sanitizers)" configure_and_build build-asan \
 	-DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -201,7 +202,7 @@ if ! command -v clang >/dev/null 2>&1; then
 elif [ "${#fuzzers[@]}" -eq 0 ]; then
 	skip "libFuzzer runs" "no tests/fuzz/fuzz_*.c"
 else
-	unset ASAN_OPTIONS UBSAN_OPTIONS # libFuzzer sets what it needs
+	unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS # libFuzzer sets what it needs
 	step "build (libFuzzer, clang)" cmake -S "$ROOT" -B build-fuzz -DCMAKE_C_COMPILER=clang \
 		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DFTCC_FUZZ=ON -DFTCC_SANITIZE=
 	step "build fuzz targets" cmake --build build-fuzz -j "$JOBS" --target "${fuzzers[@]}"
