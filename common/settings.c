@@ -152,6 +152,18 @@ static const char *settings_keep_string(const char *text)
 	return node->text;
 }
 
+/* Frees the kept strings when the library is unloaded (NCCL dlcloses the plug-in after its
+ * last communicator): nothing of this library can read them any more. */
+__attribute__((destructor)) static void settings_release(void)
+{
+	while (settings_strings) {
+		struct settings_str_node *n = settings_strings->next;
+
+		free(settings_strings);
+		settings_strings = n;
+	}
+}
+
 /* Side effects of a new value: the log level and the injection seam follow their settings. */
 static void settings_apply(enum ftcc_setting_id id)
 {
