@@ -18,11 +18,19 @@ static const struct perf_mode perf_modes[] = {
 	{ .name = "p2p",
 	  .nranks = 2,
 	  .doc = "rank 0 -> rank 1 through the plug-in's isend/irecv/test (-R: round trip)",
-	  .run = perf_p2p_run },
+	  .run = perf_p2p_run,
+	  .victim = -1 },
+	{ .name = "fault",
+	  .nranks = 2,
+	  .doc = "rank 0 streams -b byte messages to rank 1, which gets SIG<-K> at iteration "
+		 "-k; prints when rank 0's pending request reports the loss",
+	  .run = perf_fault_run,
+	  .victim = 1 },
 	{ .name = "sock",
 	  .nranks = 2,
 	  .doc = "baseline: one blocking TCP stream over loopback, TCP_NODELAY (-R: ping-pong)",
-	  .run = perf_sock_run },
+	  .run = perf_sock_run,
+	  .victim = -1 },
 };
 
 #define PERF_NMODES (sizeof(perf_modes) / sizeof(perf_modes[0]))
@@ -45,6 +53,7 @@ static void usage(FILE *f)
 		"  -p       plug-in to dlopen (default $FTCC_PLUGIN_PATH, else libnccl-net-ftcc.so)\n"
 		"  -R       round-trip latency: one message in flight, time = full round trip\n"
 		"  -j       JSON lines (one object per size) instead of the table\n"
+		"  -k, -K   fault mode: iteration (default 20) and signal, KILL (default) or STOP\n"
 		"modes:\n");
 	for (i = 0; i < PERF_NMODES; i++) {
 		fprintf(f, "  %-6s %d ranks: %s\n", perf_modes[i].name, perf_modes[i].nranks,
@@ -101,6 +110,13 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg)
 	case 'R':
 		o->roundtrip = 1;
 		return 0;
+	case 'k':
+		return parse_int(arg, 0, 1000000, &o->fault_iter);
+	case 'K':
+		if (strcmp(arg, "KILL") && strcmp(arg, "STOP"))
+			return -EINVAL;
+		o->fault_sig = arg;
+		return 0;
 	default:
 		return -EINVAL;
 	}
@@ -118,11 +134,13 @@ static int parse_args(int argc, char **argv, struct perf_opts *o)
 				 .depth = 8,
 				 .yield = 1,
 				 .mode = "p2p",
+				 .fault_iter = 20,
+				 .fault_sig = "KILL",
 				 .plugin_path = getenv("FTCC_PLUGIN_PATH") };
 	if (!o->plugin_path || !*o->plugin_path) {
 		o->plugin_path = "libnccl-net-ftcc.so";
 	}
-	while ((c = getopt(argc, argv, "b:e:f:n:w:c:d:y:m:p:jRh")) != -1) {
+	while ((c = getopt(argc, argv, "b:e:f:n:w:c:d:y:m:p:k:K:jRh")) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			exit(0);
@@ -156,7 +174,7 @@ static const struct perf_mode *find_mode(const char *name)
 /* Waits for all @n children. After the first failure the others get PERF_KILL_GRACE_NS to end
  * on their own (they see the dead peer's bootstrap socket close), then SIGKILL. Reaped
  * entries of @pids are zeroed. */
-static int wait_ranks(pid_t *pids, int n)
+static int wait_ranks(pid_t *pids, int n, int victim)
 {
 	int alive = n, failed = 0, status, r;
 	uint64_t kill_at = 0;
@@ -190,6 +208,9 @@ static int wait_ranks(pid_t *pids, int n)
 		alive--;
 		if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
 			continue;
+		}
+		if (r == victim && WIFSIGNALED(status)) {
+			continue; /* the fault the mode injected */
 		}
 		if (WIFSIGNALED(status)) {
 			fprintf(stderr, "ftcc-perf: rank %d killed by signal %d\n", r,
@@ -244,7 +265,7 @@ static int run_mode(const struct perf_mode *m, const struct perf_opts *o)
 		}
 		return rc;
 	}
-	return wait_ranks(pids, m->nranks);
+	return wait_ranks(pids, m->nranks, m->victim);
 }
 
 int main(int argc, char **argv)

@@ -26,6 +26,8 @@ struct perf_opts {
 	double step_factor;
 	int iters, warmup, check, depth, json, roundtrip;
 	int yield; /* plug-in modes: sched_yield after a pass without progress, as NCCL's proxy */
+	int fault_iter;	       /* fault mode: iteration at which rank 1 gets the signal */
+	const char *fault_sig; /* fault mode: "KILL" or "STOP" */
 	const char *mode;
 	const char *plugin_path;
 };
@@ -44,6 +46,7 @@ struct perf_mode {
 	int nranks;
 	const char *doc;
 	int (*run)(const struct perf_opts *o, struct perf_boot *b);
+	int victim; /* rank that is meant to die of a signal (fault mode), or -1 */
 };
 
 /* What rank 0 reports for one size. Times in microseconds. */
@@ -127,7 +130,8 @@ void *perf_buf_alloc(size_t size);
 
 /* --- modes ---------------------------------------------------------------------------------- */
 
-int perf_p2p_run(const struct perf_opts *o, struct perf_boot *b);  /* perf_p2p.c */
-int perf_sock_run(const struct perf_opts *o, struct perf_boot *b); /* perf_sock.c */
+int perf_p2p_run(const struct perf_opts *o, struct perf_boot *b);   /* perf_p2p.c */
+int perf_fault_run(const struct perf_opts *o, struct perf_boot *b); /* perf_fault.c */
+int perf_sock_run(const struct perf_opts *o, struct perf_boot *b);  /* perf_sock.c */
 
 #endif

@@ -21,8 +21,8 @@ build/ftcc-perf -m sock -b 4K -e 64M -f 4 -n 10 -w 3
 echo
 echo "== 3. A peer dies: rank 1 is SIGKILLed mid-transfer; rank 0's pending test() must"
 echo "      return ncclRemoteError within 1 s, with one WARN line naming the peer"
-build/ftcc-perf -m p2p -b 16M -e 16M -n 200 -w 2 -k 20
+build/ftcc-perf -m fault -b 16M -e 16M -k 20
 echo
 echo "== 4. A peer freezes: rank 1 is SIGSTOPped; heartbeats stop; reported after"
 echo "      FTCC_FAILURE_TIMEOUT_MS=1000"
-FTCC_FAILURE_TIMEOUT_MS=1000 build/ftcc-perf -m p2p -b 16M -e 16M -n 200 -w 2 -k 20 -K STOP
+FTCC_FAILURE_TIMEOUT_MS=1000 build/ftcc-perf -m fault -b 16M -e 16M -k 20 -K STOP
