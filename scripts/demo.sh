@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" --target nccl-net-ftcc ftcc-perf >/dev/null
+cmake --build build -j"$(nproc)" --target ftcc_plugin ftcc-perf >/dev/null
 export FTCC_PLUGIN_PATH=$PWD/build/libnccl-net-ftcc.so FTCC_SOCKET_IFNAME=lo
 
 echo
