@@ -32,6 +32,9 @@
 	X(SOCKBUF, INT, 0, 0, 268435456,                                                           \
 	  "SO_SNDBUF/SO_RCVBUF of data sockets; 0 = kernel default")                               \
 	X(NUMA_BIND, INT, 1, 0, 1, "run the progress thread on the NUMA node of the first NIC")    \
+	X(COORDINATOR, STR, "", 0, 0,                                                              \
+	  "membership backend: empty = embedded, host:port = ftcc-coordinator daemon, "            \
+	  "etcd://... reserved")                                                                   \
 	X(INJECT, STR, "", 0, 0,                                                                   \
 	  "test-only fault injection: name[:count] of a syscall wrapper to fail")
 

@@ -228,6 +228,23 @@ long chaos_nft_reset_sport(const char *table, uint16_t port)
 	return chaos_nft_rule(table, rule);
 }
 
+int chaos_nft_isolate_ip(const char *table, const char *ip)
+{
+	char cmd[512], out[1024];
+	char *argv[] = { "nft", cmd, NULL };
+
+	/* One invocation is one transaction: both directions are cut at the same instant. */
+	snprintf(cmd, sizeof(cmd),
+		 "add rule inet %s out ip saddr %s ip daddr != %s meta l4proto tcp drop ; "
+		 "add rule inet %s out ip daddr %s ip saddr != %s meta l4proto tcp drop",
+		 table, ip, ip, table, ip, ip);
+	if (chaos_cmd(argv, out, sizeof(out), CHAOS_TOOL_MS) != 0) {
+		fprintf(stderr, "chaos: nft %s: %s\n", cmd, out);
+		return -1;
+	}
+	return 0;
+}
+
 int chaos_nft_del_rule(const char *table, long handle)
 {
 	char h[24];

@@ -40,6 +40,9 @@ int chaos_nft_table(char *name, size_t len);
 int chaos_nft_drop_port(const char *table, uint16_t port);
 /* Adds a rule answering every TCP packet from source port @port with a reset. Handle or -1. */
 long chaos_nft_reset_sport(const char *table, uint16_t port);
+/* Adds, in one nft transaction, rules dropping every TCP packet between the IPv4 address @ip and
+ * any other address, both directions; its traffic to itself still passes. 0 or -1. */
+int chaos_nft_isolate_ip(const char *table, const char *ip);
 /* Deletes one rule. 0 or -1. */
 int chaos_nft_del_rule(const char *table, long handle);
 /* Deletes the table (and forgets it). 0 or -1. */

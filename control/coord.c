@@ -1,0 +1,748 @@
+/* The coordinator of one group as a pure state machine: formation, epoch proposals and commits,
+ * death and silence verdicts under the quorum rule, joins and takeover. No I/O, no clock, no
+ * locks: see include/ftcc/ctl_sm.h for the protocol and the calling rules.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord.h"
+#include "ftcc/log.h"
+
+int ctl_quorum(const uint32_t *live, uint32_t nlive, const uint32_t *base, uint32_t nbase)
+{
+	uint32_t in = 0, lowest = UINT32_MAX, i, j;
+	int has_lowest = 0;
+
+	if (nbase == 0) {
+		return 0;
+	}
+	for (i = 0; i < nbase; i++) {
+		if (base[i] < lowest) {
+			lowest = base[i];
+		}
+	}
+	for (i = 0; i < nlive; i++) {
+		for (j = 0; j < nbase; j++) {
+			if (live[i] == base[j]) {
+				in++;
+				has_lowest |= live[i] == lowest;
+				break;
+			}
+		}
+	}
+	return 2 * in > nbase || (2 * in == nbase && has_lowest);
+}
+
+struct ctl_coord *ctl_coord_create(const struct ctl_coord_cfg *cfg, const struct ctl_coord_ops *ops,
+				   uint64_t now)
+{
+	struct ctl_coord *c;
+	uint32_t i;
+
+	if (cfg->expected == 0 || cfg->expected > CTL_MAX_MEMBERS) {
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		return NULL;
+	}
+	c->slots = calloc(cfg->expected, sizeof(*c->slots));
+	c->msg.members = calloc(cfg->expected, sizeof(*c->msg.members));
+	if (!c->slots || !c->msg.members) {
+		free(c->slots);
+		free(c->msg.members);
+		free(c);
+		return NULL;
+	}
+	c->cfg = *cfg;
+	c->cfg.members = NULL;
+	c->cfg.nmembers = 0;
+	c->ops = *ops;
+	c->n = cfg->expected;
+	c->gid = ctl_group_id(cfg->group);
+	c->start = now;
+	c->last_tick = now;
+	c->last_hb = now;
+	for (i = 0; i < c->n; i++) {
+		c->slots[i].conn = CTL_CONN_NONE;
+		c->slots[i].abandoned_conn = CTL_CONN_NONE;
+		c->slots[i].join_conn = CTL_CONN_NONE;
+	}
+	if (cfg->takeover) {
+		c->state = CTL_C_TAKEOVER;
+		c->max_epoch = cfg->max_epoch > cfg->epoch ? cfg->max_epoch : cfg->epoch;
+		coord_adopt(c, cfg->epoch, cfg->members, cfg->nmembers, now);
+		ftcc_log(
+			FTCC_LOG_INFO,
+			"control: group %s: member %u takes over as coordinator from epoch %" PRIu64,
+			c->cfg.group, c->cfg.host, cfg->epoch);
+	} else {
+		c->state = CTL_C_FORMING;
+	}
+	return c;
+}
+
+void ctl_coord_destroy(struct ctl_coord *c)
+{
+	if (!c) {
+		return;
+	}
+	free(c->slots);
+	free(c->msg.members);
+	free(c);
+}
+
+enum ctl_coord_state ctl_coord_state(const struct ctl_coord *c)
+{
+	return c->state;
+}
+
+uint64_t ctl_coord_epoch(const struct ctl_coord *c)
+{
+	return c->epoch;
+}
+
+uint32_t ctl_coord_members(const struct ctl_coord *c, uint32_t *ids, uint32_t cap)
+{
+	uint32_t i, k = 0;
+
+	for (i = 0; i < c->n; i++) {
+		if (c->slots[i].state == SLOT_IN) {
+			if (k < cap) {
+				ids[k] = i;
+			}
+			k++;
+		}
+	}
+	return k;
+}
+
+/* ---- sending -------------------------------------------------------------------------------- */
+
+/* Resets the scratch message to type @type with the header fields every frame carries. */
+struct ctl_msg *coord_msg(struct ctl_coord *c, uint16_t type, uint64_t epoch)
+{
+	struct ctl_member_rec *recs = c->msg.members;
+
+	memset(&c->msg, 0, sizeof(c->msg));
+	c->msg.members = recs;
+	c->msg.members_cap = c->n;
+	c->msg.type = type;
+	c->msg.group_id = c->gid;
+	c->msg.epoch = epoch;
+	return &c->msg;
+}
+
+/* Sends REFUSE(@code) with the formatted text on @conn and closes it. */
+void coord_refuse(struct ctl_coord *c, uint32_t conn, uint32_t code, uint32_t hint, const char *fmt,
+		  ...)
+{
+	struct ctl_msg *m = coord_msg(c, CTL_REFUSE, c->epoch);
+	va_list ap;
+
+	m->code = code;
+	m->hint = hint;
+	va_start(ap, fmt);
+	vsnprintf(m->text, sizeof(m->text), fmt, ap);
+	va_end(ap);
+	c->ops.send(c->ops.arg, conn, m);
+	c->ops.close(c->ops.arg, conn);
+}
+
+/* Forgets slot @s's connection (closing it) without any verdict on the member. */
+static void slot_detach(struct ctl_coord *c, struct coord_slot *s)
+{
+	if (s->conn != CTL_CONN_NONE) {
+		c->ops.close(c->ops.arg, s->conn);
+		s->conn = CTL_CONN_NONE;
+	}
+	s->abandoned_conn = CTL_CONN_NONE;
+}
+
+/* Fills the scratch message's member list with the members of the committed epoch. Returns the
+ * count. */
+static uint32_t fill_members(struct ctl_coord *c, struct ctl_msg *m)
+{
+	uint32_t i;
+
+	m->nmembers = 0;
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		if (s->state != SLOT_IN) {
+			continue;
+		}
+		m->members[m->nmembers] = s->rec;
+		m->members[m->nmembers].id = i;
+		m->nmembers++;
+	}
+	return m->nmembers;
+}
+
+/* VIEW of the committed epoch to slot @s. */
+static void send_view(struct ctl_coord *c, struct coord_slot *s)
+{
+	struct ctl_msg *m;
+
+	if (s->conn == CTL_CONN_NONE) {
+		return;
+	}
+	m = coord_msg(c, CTL_VIEW, c->epoch);
+	m->boundary = c->boundary;
+	m->coord = c->cfg.host;
+	fill_members(c, m);
+	c->ops.send(c->ops.arg, s->conn, m);
+}
+
+/* PROPOSE of the open proposal to slot @s. */
+static void send_propose(struct ctl_coord *c, struct coord_slot *s)
+{
+	struct ctl_msg *m;
+	uint32_t i;
+
+	if (s->conn == CTL_CONN_NONE) {
+		return;
+	}
+	m = coord_msg(c, CTL_PROPOSE, c->prop_epoch);
+	m->coord = c->cfg.host;
+	for (i = 0; i < c->n; i++) {
+		if (c->slots[i].in_prop) {
+			m->members[m->nmembers] = c->slots[i].rec;
+			m->members[m->nmembers].id = i;
+			m->members[m->nmembers].flags = c->slots[i].prop_flags;
+			m->nmembers++;
+		}
+	}
+	c->ops.send(c->ops.arg, s->conn, m);
+}
+
+/* Stops the coordinator: REFUSE(@code, reason) to every connection. */
+void coord_stop(struct ctl_coord *c, uint32_t code, const char *fmt, ...)
+{
+	va_list ap;
+	uint32_t i;
+
+	if (c->state == CTL_C_STOPPED) {
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(c->stop_reason, sizeof(c->stop_reason), fmt, ap);
+	va_end(ap);
+	c->stop_code = code;
+	c->state = CTL_C_STOPPED;
+	c->prop_epoch = 0;
+	ftcc_log(code == CTL_REF_CLOSED ? FTCC_LOG_INFO : FTCC_LOG_WARN,
+		 "control: group %s: coordinator stops: %s", c->cfg.group, c->stop_reason);
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		if (s->conn != CTL_CONN_NONE) {
+			coord_refuse(c, s->conn, code, CTL_NO_MEMBER, "%s", c->stop_reason);
+			s->conn = CTL_CONN_NONE;
+		}
+		if (s->join_conn != CTL_CONN_NONE) {
+			coord_refuse(c, s->join_conn, code, CTL_NO_MEMBER, "%s", c->stop_reason);
+			s->join_conn = CTL_CONN_NONE;
+			s->join = 0;
+		}
+	}
+}
+
+void ctl_coord_shutdown(struct ctl_coord *c, uint64_t now)
+{
+	(void)now;
+	coord_stop(c, CTL_REF_CLOSED, "coordinator of group %s shut down", c->cfg.group);
+}
+
+/* ---- membership changes --------------------------------------------------------------------- */
+
+/* Marks member @id of the committed epoch for removal. @death: death evidence (no quorum
+ * needed); otherwise a silence verdict. */
+void coord_remove(struct ctl_coord *c, uint32_t id, int death, const char *why, uint64_t now)
+{
+	struct coord_slot *s = &c->slots[id];
+
+	(void)now;
+	if (s->state != SLOT_IN || s->remove) {
+		if (s->state == SLOT_IN && death) {
+			s->remove_death = 1;
+		}
+		return;
+	}
+	s->remove = 1;
+	s->remove_death = death;
+	snprintf(s->why, sizeof(s->why), "%s", why);
+	ftcc_log(FTCC_LOG_INFO, "control: group %s: member %u to be removed: %s", c->cfg.group, id,
+		 why);
+	/* A stayer of the open proposal is gone: that proposal can never commit. */
+	if (c->prop_epoch && s->in_prop) {
+		c->prop_epoch = 0;
+	}
+}
+
+/* The safety rule for acting without some members: the members @live may go on without the
+ * others of epoch @c->epoch when they are a quorum of all its members, or when every member
+ * outside them is proven dead (only the dead could have formed another group). Members that
+ * died are NOT dropped from the base otherwise: a member that is dead now may have helped a
+ * majority elsewhere move on before it died. */
+static int coord_may_proceed(struct ctl_coord *c, const uint8_t *is_live, char *why, size_t len,
+			     const char *who)
+{
+	uint32_t live[CTL_MAX_MEMBERS] = {0}, base[CTL_MAX_MEMBERS] = {0};
+	uint32_t nlive = 0, nbase = 0, ndead_out = 0, i;
+
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		if (s->state != SLOT_IN) {
+			continue;
+		}
+		base[nbase++] = i;
+		if (is_live[i]) {
+			live[nlive++] = i;
+		} else if (s->remove_death || s->dead) {
+			ndead_out++;
+		}
+	}
+	if (ctl_quorum(live, nlive, base, nbase) || (nlive && nlive + ndead_out == nbase)) {
+		return 1;
+	}
+	snprintf(why, len,
+		 "%s reaches %u of the %u members of epoch %" PRIu64
+		 " of group %s (%u proven dead), not a majority (no quorum): it cannot tell dead "
+		 "members from a network partition, so this side stops",
+		 who, nlive, nbase, c->epoch, c->cfg.group, ndead_out);
+	return 0;
+}
+
+/* RUNNING: whether the members heard within the timeout may go on without the others. */
+static int coord_has_quorum(struct ctl_coord *c, uint64_t now, char *why, size_t len)
+{
+	uint8_t live[CTL_MAX_MEMBERS];
+	uint32_t i;
+
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		live[i] = s->state == SLOT_IN && !s->remove_death && s->conn != CTL_CONN_NONE &&
+			  now - s->last_rx <= c->cfg.timeout_ms;
+	}
+	return coord_may_proceed(c, live, why, len, "the coordinator");
+}
+
+/* Opens a proposal for the pending changes, if any. */
+static void coord_propose(struct ctl_coord *c, uint64_t now)
+{
+	uint32_t i, n = 0, stayers = 0;
+	int change = 0;
+
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		s->in_prop = 0;
+		s->acked = 0;
+		if (s->state == SLOT_IN && !s->remove) {
+			s->in_prop = 1;
+			s->prop_flags = s->rec.flags & CTL_MF_CONTRIB;
+			if (s->ready) {
+				s->prop_flags |= CTL_MF_CONTRIB;
+				change = 1;
+			}
+			stayers++;
+		} else if (s->state == SLOT_IN) {
+			change = 1;
+		} else if (s->join && s->join_conn != CTL_CONN_NONE) {
+			s->in_prop = 1;
+			s->prop_flags = s->join_catchup ? 0 : CTL_MF_CONTRIB;
+			change = 1;
+		}
+		n += s->in_prop;
+	}
+	if (!change) {
+		return;
+	}
+	if (n == 0) {
+		coord_stop(c, CTL_REF_CLOSED, "group %s has no members left", c->cfg.group);
+		return;
+	}
+	c->prop_epoch = ++c->max_epoch;
+	c->prop_start = now;
+	ftcc_log(FTCC_LOG_INFO, "control: group %s: proposing epoch %" PRIu64 " (%u members)",
+		 c->cfg.group, c->prop_epoch, n);
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		if (s->in_prop && s->state == SLOT_IN) {
+			send_propose(c, s);
+		}
+	}
+	if (stayers == 0) {
+		coord_commit(c, now);
+	}
+}
+
+/* Boundary of the open proposal: the lowest op some stayer has not done when members are
+ * removed, else past every stayer's next op plus the slack (nobody waits). */
+static uint64_t prop_boundary(struct ctl_coord *c, int removal)
+{
+	uint64_t b = removal ? UINT64_MAX : c->boundary;
+	uint32_t i;
+
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		if (!s->in_prop || s->state != SLOT_IN) {
+			continue;
+		}
+		if (removal) {
+			b = s->done_op < b ? s->done_op : b;
+		} else if (s->next_op + CTL_JOIN_SLACK > b) {
+			b = s->next_op + CTL_JOIN_SLACK;
+		}
+	}
+	return b == UINT64_MAX ? c->boundary : b;
+}
+
+/* Commits the open proposal: removed members are told and dropped, joiners become members,
+ * everyone gets the VIEW. */
+void coord_commit(struct ctl_coord *c, uint64_t now)
+{
+	int removal = 0;
+	uint64_t b;
+	uint32_t i;
+
+	for (i = 0; i < c->n; i++) {
+		removal |= c->slots[i].state == SLOT_IN && !c->slots[i].in_prop;
+	}
+	b = prop_boundary(c, removal);
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		if (s->state == SLOT_IN && s->in_prop && s->join_start > b) {
+			/* Admitted at an op not reached before this removal's boundary: it leaves
+			 * this epoch and joins again at the next one, from a later boundary. */
+			s->in_prop = 0;
+			s->join = 1;
+			s->join_conn = s->conn;
+			s->join_rec = s->rec;
+			s->join_catchup = !(s->rec.flags & CTL_MF_CONTRIB);
+			s->join_rx = s->last_rx;
+			s->conn = CTL_CONN_NONE;
+			s->state = SLOT_EMPTY;
+		}
+	}
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		if (s->state == SLOT_IN && !s->in_prop) {
+			if (s->conn != CTL_CONN_NONE) {
+				coord_refuse(c, s->conn, CTL_REF_STALE, CTL_NO_MEMBER,
+					     "member %u removed from group %s at epoch %" PRIu64
+					     ": %s",
+					     i, c->cfg.group, c->prop_epoch, s->why);
+				s->conn = CTL_CONN_NONE;
+			}
+			s->state = SLOT_EMPTY;
+			s->gone_epoch = c->prop_epoch;
+			s->gone_inc = s->rec.incarnation;
+			s->remove = 0;
+			s->remove_death = 0;
+			continue;
+		}
+		if (!s->in_prop) {
+			continue;
+		}
+		if (s->state != SLOT_IN) {
+			s->state = SLOT_IN;
+			s->rec = s->join_rec;
+			s->conn = s->join_conn;
+			s->abandoned_conn = CTL_CONN_NONE;
+			s->join = 0;
+			s->join_conn = CTL_CONN_NONE;
+			s->join_start = b;
+			s->rec.done = b;
+			s->next_op = s->done_op = b;
+			s->last_rx = now;
+		} else {
+			s->rec.done = s->done_op;
+		}
+		s->rec.flags = s->prop_flags;
+		s->ready = 0;
+		s->in_prop = 0;
+	}
+	c->epoch = c->prop_epoch;
+	c->boundary = b;
+	c->prop_epoch = 0;
+	ftcc_log(FTCC_LOG_INFO, "control: group %s: epoch %" PRIu64 " from op %" PRIu64,
+		 c->cfg.group, c->epoch, c->boundary);
+	for (i = 0; i < c->n; i++) {
+		if (c->slots[i].state == SLOT_IN) {
+			send_view(c, &c->slots[i]);
+		}
+	}
+}
+
+/* ---- formation and takeover ----------------------------------------------------------------- */
+
+/* FORMING: commits epoch 1 (or past any number a member reported) once everyone is here. */
+static void coord_form(struct ctl_coord *c, uint64_t now)
+{
+	uint32_t i;
+
+	for (i = 0; i < c->n; i++) {
+		if (c->slots[i].state != SLOT_IN) {
+			return;
+		}
+	}
+	c->state = CTL_C_RUNNING;
+	c->epoch = ++c->max_epoch;
+	c->boundary = 0;
+	for (i = 0; i < c->n; i++) {
+		c->slots[i].rec.done = 0;
+		c->slots[i].join_start = 0;
+		c->slots[i].last_rx = now;
+	}
+	ftcc_log(FTCC_LOG_INFO, "control: group %s formed: epoch %" PRIu64 ", %u members",
+		 c->cfg.group, c->epoch, c->n);
+	for (i = 0; i < c->n; i++) {
+		send_view(c, &c->slots[i]);
+	}
+}
+
+/* TAKEOVER: makes the view @members of epoch @epoch the one being rebuilt. Reports already
+ * received from members that keep their incarnation stay counted. */
+void coord_adopt(struct ctl_coord *c, uint64_t epoch, const struct ctl_member_rec *members,
+		 uint32_t n, uint64_t now)
+{
+	uint32_t i;
+
+	for (i = 0; i < c->n; i++) {
+		if (c->slots[i].state == SLOT_IN) {
+			c->slots[i].state = SLOT_EMPTY;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		struct coord_slot *s;
+
+		if (members[i].id >= c->n) {
+			continue;
+		}
+		s = &c->slots[members[i].id];
+		if (s->reported && s->rec.incarnation != members[i].incarnation) {
+			s->reported = 0;
+			slot_detach(c, s);
+		}
+		s->state = SLOT_IN;
+		s->rec = members[i];
+		s->rec.flags &= CTL_MF_CONTRIB;
+		s->dead |= (members[i].flags & CTL_MF_DEAD) != 0;
+		if (!s->reported) {
+			s->last_rx = now;
+		}
+	}
+	c->epoch = epoch;
+}
+
+/* TAKEOVER: once every member not known dead (nor the lost coordinator) reported, or at the
+ * deadline, proposes the rebuilt group if the safety rule allows; stops otherwise. The
+ * proposal must be ACKed like any other: a report that was stale (its sender moved on and its
+ * connection is gone) cannot make an epoch. */
+static void coord_takeover_check(struct ctl_coord *c, uint64_t now)
+{
+	uint8_t live[CTL_MAX_MEMBERS];
+	uint32_t waiting = 0, i;
+	char why[CTL_TEXT_MAX], who[48];
+
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		live[i] = s->state == SLOT_IN && s->reported && !s->dead;
+		if (s->state == SLOT_IN && !s->reported && !s->dead && i != c->cfg.suspect) {
+			waiting++;
+		}
+	}
+	/* Live members notice the loss within a heartbeat or two of each other; a member still
+	 * missing after that is dead or cut off (it may not be awaited for long: liveness). */
+	uint64_t grace =
+		c->cfg.timeout_ms / 2 < 4 * c->cfg.hb_ms ? c->cfg.timeout_ms / 2 : 4 * c->cfg.hb_ms;
+
+	if (waiting && now - c->start < grace) {
+		return;
+	}
+	snprintf(who, sizeof(who), "takeover by member %u", c->cfg.host);
+	if (!coord_may_proceed(c, live, why, sizeof(why), who)) {
+		coord_stop(c, CTL_REF_NO_QUORUM, "%s", why);
+		return;
+	}
+	c->state = CTL_C_RUNNING;
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		if (s->state != SLOT_IN) {
+			continue;
+		}
+		s->join_start = 0;
+		if (!live[i]) {
+			coord_remove(c, i, s->dead,
+				     s->dead ? "dead (takeover)" :
+					       "did not report to "
+					       "the new coordinator",
+				     now);
+		} else {
+			s->last_rx = now;
+		}
+	}
+	ftcc_warn("control: group %s: member %u takes over from epoch %" PRIu64, c->cfg.group,
+		  c->cfg.host, c->epoch);
+	ctl_coord_tick(c, now);
+}
+
+/* ---- timers ------------------------------------------------------------------------------- */
+
+/* Silence verdicts: members not heard for the timeout are removed while the others form a
+ * quorum; without one the coordinator stops. */
+static void coord_check_silence(struct ctl_coord *c, uint64_t now)
+{
+	char why[CTL_TEXT_MAX];
+	int silent = 0;
+	uint32_t i;
+
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		if (s->state == SLOT_IN && !s->remove && now - s->last_rx > c->cfg.timeout_ms) {
+			silent = 1;
+		}
+		if (c->prop_epoch && s->in_prop && s->state == SLOT_IN && !s->acked &&
+		    now - c->prop_start > c->cfg.timeout_ms) {
+			silent = 1;
+		}
+	}
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		if (s->join && now - s->join_rx > c->cfg.timeout_ms) {
+			ftcc_log(FTCC_LOG_INFO, "control: group %s: joiner %u silent; dropped",
+				 c->cfg.group, i);
+			if (s->join_conn != CTL_CONN_NONE) {
+				c->ops.close(c->ops.arg, s->join_conn);
+			}
+			s->join = 0;
+			s->join_conn = CTL_CONN_NONE;
+		}
+	}
+	if (!silent) {
+		return;
+	}
+	if (!coord_has_quorum(c, now, why, sizeof(why))) {
+		coord_stop(c, CTL_REF_NO_QUORUM, "%s", why);
+		return;
+	}
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		if (s->state != SLOT_IN || s->remove) {
+			continue;
+		}
+		if (now - s->last_rx > c->cfg.timeout_ms) {
+			snprintf(why, sizeof(why), "silent for %" PRIu64 " ms", now - s->last_rx);
+			coord_remove(c, i, 0, why, now);
+		} else if (c->prop_epoch && s->in_prop && !s->acked &&
+			   now - c->prop_start > c->cfg.timeout_ms) {
+			coord_remove(c, i, 0, "did not answer a proposal", now);
+		}
+	}
+}
+
+/* Heartbeats to every attached member; they carry the settled op (lowest done over members). */
+static void coord_heartbeat(struct ctl_coord *c)
+{
+	uint64_t settled = UINT64_MAX;
+	struct ctl_msg *m;
+	uint32_t i;
+
+	for (i = 0; i < c->n; i++) {
+		if (c->slots[i].state == SLOT_IN && c->slots[i].done_op < settled) {
+			settled = c->slots[i].done_op;
+		}
+	}
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		m = coord_msg(c, CTL_HB, c->epoch);
+		m->done_op = settled == UINT64_MAX ? 0 : settled;
+		if (s->conn != CTL_CONN_NONE) {
+			c->ops.send(c->ops.arg, s->conn, m);
+		}
+		if (s->join && s->join_conn != CTL_CONN_NONE) {
+			c->ops.send(c->ops.arg, s->join_conn, m);
+		}
+	}
+}
+
+void ctl_coord_tick(struct ctl_coord *c, uint64_t now)
+{
+	uint32_t i;
+
+	if (c->state == CTL_C_STOPPED) {
+		return;
+	}
+	/* A gap this long means this process was not running (stopped, swapped out): the
+	 * silence is ours, not the members'. Their clocks restart. */
+	if (now - c->last_tick > c->cfg.timeout_ms / 2) {
+		for (i = 0; i < c->n; i++) {
+			c->slots[i].last_rx = now;
+			c->slots[i].join_rx = now;
+		}
+		c->prop_start = now;
+	}
+	c->last_tick = now;
+	if (now - c->last_hb >= c->cfg.hb_ms) {
+		c->last_hb = now;
+		coord_heartbeat(c);
+	}
+	switch (c->state) {
+	case CTL_C_FORMING:
+		coord_form(c, now);
+		if (c->state == CTL_C_FORMING && now - c->start > c->cfg.form_timeout_ms) {
+			char missing[160];
+
+			coord_missing(c, missing, sizeof(missing));
+			coord_stop(c, CTL_REF_CLOSED,
+				   "group %s did not form within %" PRIu64
+				   " ms: member(s) %s never "
+				   "came",
+				   c->cfg.group, c->cfg.form_timeout_ms, missing);
+		}
+		break;
+	case CTL_C_TAKEOVER:
+		coord_takeover_check(c, now);
+		break;
+	case CTL_C_RUNNING:
+		coord_check_silence(c, now);
+		if (c->state == CTL_C_RUNNING && !c->prop_epoch) {
+			coord_propose(c, now);
+		}
+		break;
+	case CTL_C_STOPPED:
+		break;
+	}
+}
+
+/* Lists the ids not yet here (FORMING) into @buf, e.g. "3, 5". */
+void coord_missing(struct ctl_coord *c, char *buf, size_t len)
+{
+	size_t off = 0;
+	uint32_t i;
+
+	buf[0] = '\0';
+	for (i = 0; i < c->n && off + 12 < len; i++) {
+		if (c->slots[i].state != SLOT_IN) {
+			off += (size_t)snprintf(buf + off, len - off, "%s%u", off ? ", " : "", i);
+		}
+	}
+}

@@ -1,0 +1,474 @@
+/* The coordinator's inputs: frames from members (HELLO by state, heartbeats, ACKs, evidence,
+ * leave, ready), connections that end, and the plain-text status of the group.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "coord.h"
+#include "ftcc/log.h"
+
+/* The slot whose member (or joiner, *@joiner = 1) owns @conn, or NULL. */
+static struct coord_slot *slot_of_conn(struct ctl_coord *c, uint32_t conn, int *joiner)
+{
+	uint32_t i;
+
+	for (i = 0; i < c->n; i++) {
+		if (c->slots[i].conn == conn) {
+			*joiner = 0;
+			return &c->slots[i];
+		}
+		if (c->slots[i].join && c->slots[i].join_conn == conn) {
+			*joiner = 1;
+			return &c->slots[i];
+		}
+	}
+	return NULL;
+}
+
+/* The sender's own record in a HELLO (its info), or a blank one. */
+static struct ctl_member_rec hello_self(const struct ctl_msg *m)
+{
+	struct ctl_member_rec r;
+	uint32_t i;
+
+	memset(&r, 0, sizeof(r));
+	for (i = 0; i < m->nmembers; i++) {
+		if (m->members[i].id == m->member) {
+			r = m->members[i];
+			break;
+		}
+	}
+	r.id = m->member;
+	r.incarnation = m->incarnation;
+	r.flags = 0;
+	return r;
+}
+
+/* Proposes pending changes now, or commits the open proposal once every stayer ACKed. */
+static void coord_kick(struct ctl_coord *c, uint64_t now)
+{
+	uint32_t i;
+
+	if (c->state != CTL_C_RUNNING) {
+		return;
+	}
+	if (!c->prop_epoch) {
+		ctl_coord_tick(c, now);
+		return;
+	}
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		if (s->state == SLOT_IN && s->in_prop && !s->acked) {
+			return;
+		}
+	}
+	coord_commit(c, now);
+}
+
+/* Attaches @conn to member slot @s, closing a previous connection of the same member. */
+static void attach(struct ctl_coord *c, struct coord_slot *s, uint32_t conn,
+		   const struct ctl_msg *m, uint64_t now)
+{
+	if (s->conn != CTL_CONN_NONE && s->conn != conn) {
+		c->ops.close(c->ops.arg, s->conn);
+	}
+	s->conn = conn;
+	s->abandoned_conn = CTL_CONN_NONE;
+	s->last_rx = now;
+	s->next_op = m->next_op;
+	s->done_op = m->done_op;
+}
+
+/* A process with this id asks to join (new, restarted, or told it is not a member). */
+static void hello_join(struct ctl_coord *c, struct coord_slot *s, uint32_t conn,
+		       const struct ctl_msg *m, uint64_t now)
+{
+	uint32_t id = m->member;
+
+	if (s->state == SLOT_IN && s->rec.incarnation == m->incarnation) {
+		/* Already admitted: a reconnect of a joiner that missed its VIEW. */
+		attach(c, s, conn, m, now);
+		ctl_coord_tick(c, now);
+		return;
+	}
+	if (s->join && s->join_conn != CTL_CONN_NONE && s->join_conn != conn) {
+		c->ops.close(c->ops.arg, s->join_conn);
+	}
+	if (s->state == SLOT_IN) {
+		/* A new incarnation proves the old process is gone. */
+		coord_remove(c, id, 1, "restarted (a new incarnation asked to join)", now);
+	}
+	s->join = 1;
+	s->join_conn = conn;
+	s->join_rec = hello_self(m);
+	s->join_catchup = (m->flags & CTL_HELLO_CATCHUP) != 0;
+	s->join_rx = now;
+	ftcc_log(FTCC_LOG_INFO, "control: group %s: member %u asks to join%s", c->cfg.group, id,
+		 s->join_catchup ? " (catch-up)" : "");
+}
+
+/* TAKEOVER: a member's report. */
+static void hello_report(struct ctl_coord *c, struct coord_slot *s, uint32_t conn,
+			 const struct ctl_msg *m, uint64_t now)
+{
+	uint32_t i;
+
+	if (m->flags & CTL_HELLO_JOIN) {
+		if (s->state == SLOT_IN && s->rec.incarnation != m->incarnation) {
+			s->dead = 1; /* restarted: the old incarnation is gone */
+		}
+		coord_refuse(c, conn, CTL_REF_NOT_COORD, c->cfg.host,
+			     "group %s is electing a coordinator; try again", c->cfg.group);
+		return;
+	}
+	if (m->epoch > c->epoch && m->nmembers) {
+		coord_adopt(c, m->epoch, m->members, m->nmembers, now);
+		if (c->cfg.host != CTL_NO_MEMBER && c->slots[c->cfg.host].state != SLOT_IN) {
+			coord_stop(c, CTL_REF_STALE,
+				   "member %u was removed from group %s by epoch %" PRIu64
+				   " and cannot take over",
+				   c->cfg.host, c->cfg.group, m->epoch);
+			coord_refuse(c, conn, CTL_REF_NOT_COORD, CTL_NO_MEMBER, "%s",
+				     c->stop_reason);
+			return;
+		}
+	}
+	if (s->state != SLOT_IN || s->rec.incarnation != m->incarnation) {
+		coord_refuse(c, conn, CTL_REF_STALE, CTL_NO_MEMBER,
+			     "member %u (incarnation %" PRIx64 ") is not in epoch %" PRIu64
+			     " of group %s; join again",
+			     m->member, m->incarnation, c->epoch, c->cfg.group);
+		return;
+	}
+	attach(c, s, conn, m, now);
+	s->reported = 1;
+	for (i = 0; i < m->nmembers; i++) {
+		const struct ctl_member_rec *r = &m->members[i];
+
+		if ((r->flags & CTL_MF_DEAD) && r->id < c->n && c->slots[r->id].state == SLOT_IN &&
+		    c->slots[r->id].rec.incarnation == r->incarnation) {
+			c->slots[r->id].dead = 1;
+		}
+	}
+}
+
+/* RUNNING: a member reconnects, or someone not in the group says HELLO. */
+static void hello_running(struct ctl_coord *c, struct coord_slot *s, uint32_t conn,
+			  const struct ctl_msg *m, uint64_t now)
+{
+	if (m->flags & CTL_HELLO_JOIN) {
+		hello_join(c, s, conn, m, now);
+		return;
+	}
+	if (s->state == SLOT_IN && s->rec.incarnation == m->incarnation) {
+		attach(c, s, conn, m, now);
+		if (!s->remove) {
+			/* send the committed view; the member ignores one it has */
+			struct ctl_msg *v = coord_msg(c, CTL_VIEW, c->epoch);
+			uint32_t i;
+
+			v->boundary = c->boundary;
+			v->coord = c->cfg.host;
+			for (i = 0; i < c->n; i++) {
+				if (c->slots[i].state == SLOT_IN) {
+					v->members[v->nmembers] = c->slots[i].rec;
+					v->members[v->nmembers].id = i;
+					v->nmembers++;
+				}
+			}
+			c->ops.send(c->ops.arg, conn, v);
+			if (c->prop_epoch && s->in_prop) {
+				c->prop_epoch = 0; /* re-propose so it gets a PROPOSE too */
+				ctl_coord_tick(c, now);
+			}
+		}
+		return;
+	}
+	if (s->gone_epoch && s->gone_inc == m->incarnation) {
+		coord_refuse(c, conn, CTL_REF_STALE, CTL_NO_MEMBER,
+			     "member %u was removed from group %s at epoch %" PRIu64
+			     " (now %" PRIu64 "); it must join again",
+			     m->member, c->cfg.group, s->gone_epoch, c->epoch);
+	} else {
+		coord_refuse(c, conn, CTL_REF_STALE, CTL_NO_MEMBER,
+			     "member %u (incarnation %" PRIx64 ", epoch %" PRIu64
+			     ") is not in group %s at epoch %" PRIu64 "; it must join again",
+			     m->member, m->incarnation, m->epoch, c->cfg.group, c->epoch);
+	}
+}
+
+static void on_hello(struct ctl_coord *c, uint32_t conn, const struct ctl_msg *m, uint64_t now)
+{
+	struct coord_slot *s;
+
+	if (c->state == CTL_C_STOPPED) {
+		coord_refuse(c, conn, c->stop_code, CTL_NO_MEMBER, "%s", c->stop_reason);
+		return;
+	}
+	if (m->member >= c->n || m->expected != c->n) {
+		coord_refuse(c, conn, CTL_REF_PROTOCOL, CTL_NO_MEMBER,
+			     "member %u expecting %u members does not fit group %s of %u members",
+			     m->member, m->expected, c->cfg.group, c->n);
+		return;
+	}
+	if (m->max_epoch > c->max_epoch) {
+		c->max_epoch = m->max_epoch;
+	}
+	if (m->epoch > c->max_epoch) {
+		c->max_epoch = m->epoch;
+	}
+	s = &c->slots[m->member];
+	switch (c->state) {
+	case CTL_C_FORMING:
+		if (s->state == SLOT_IN && s->conn != CTL_CONN_NONE && s->conn != conn) {
+			c->ops.close(c->ops.arg, s->conn);
+			s->conn = CTL_CONN_NONE;
+		}
+		s->state = SLOT_IN;
+		s->rec = hello_self(m);
+		s->rec.flags = (m->flags & CTL_HELLO_CATCHUP) ? 0 : CTL_MF_CONTRIB;
+		attach(c, s, conn, m, now);
+		ctl_coord_tick(c, now);
+		break;
+	case CTL_C_TAKEOVER:
+		hello_report(c, s, conn, m, now);
+		ctl_coord_tick(c, now);
+		break;
+	case CTL_C_RUNNING:
+		hello_running(c, s, conn, m, now);
+		coord_kick(c, now);
+		break;
+	case CTL_C_STOPPED:
+		break;
+	}
+}
+
+/* SUSPECT from member @r about @m->peer. */
+static void on_suspect(struct ctl_coord *c, uint32_t r, const struct ctl_msg *m, uint64_t now)
+{
+	struct coord_slot *p;
+	char why[96];
+
+	if (m->peer == c->cfg.host && c->cfg.host != CTL_NO_MEMBER) {
+		/* The member lost us and is about to close: its leaving is no evidence, and a
+		 * takeover report it sent before is withdrawn. */
+		c->slots[r].abandoned_conn = c->slots[r].conn;
+		c->slots[r].reported = 0;
+		return;
+	}
+	if (m->peer >= c->n || c->slots[m->peer].state != SLOT_IN || m->peer == r) {
+		return;
+	}
+	p = &c->slots[m->peer];
+	if (m->evidence == CTL_EV_DEATH) {
+		snprintf(why, sizeof(why), "member %u saw its connection die", r);
+		coord_remove(c, m->peer, 1, why, now);
+	} else if (now - p->last_rx <= c->cfg.timeout_ms / 2) {
+		/* We hear it, @r does not: a broken link between two live members. One must
+		 * go for the others to make progress; the higher id goes, by the silence rule. */
+		uint32_t victim = m->peer > r ? m->peer : r;
+
+		snprintf(why, sizeof(why), "link between members %u and %u failed", r, m->peer);
+		ftcc_warn("control: group %s: %s; removing member %u", c->cfg.group, why, victim);
+		coord_remove(c, victim, 0, why, now);
+	}
+	/* else: we do not hear it either; the silence check decides with the quorum rule */
+}
+
+void ctl_coord_on_msg(struct ctl_coord *c, uint32_t conn, const struct ctl_msg *m, uint64_t now)
+{
+	struct coord_slot *s;
+	int joiner = 0;
+	uint32_t id;
+
+	if (m->type == CTL_HELLO) {
+		on_hello(c, conn, m, now);
+		return;
+	}
+	s = slot_of_conn(c, conn, &joiner);
+	if (!s || c->state == CTL_C_STOPPED) {
+		return; /* a connection we already let go */
+	}
+	id = (uint32_t)(s - c->slots);
+	if (joiner) {
+		s->join_rx = now;
+		if (m->type == CTL_READY) {
+			s->join_catchup = 0;
+		} else if (m->type == CTL_LEAVE) {
+			c->ops.close(c->ops.arg, s->join_conn);
+			s->join = 0;
+			s->join_conn = CTL_CONN_NONE;
+		}
+		return;
+	}
+	s->last_rx = now;
+	switch (m->type) {
+	case CTL_HB:
+		s->next_op = m->next_op;
+		s->done_op = m->done_op;
+		break;
+	case CTL_ACK:
+		s->next_op = m->next_op;
+		s->done_op = m->done_op;
+		if (c->prop_epoch && m->epoch == c->prop_epoch && s->in_prop) {
+			s->acked = 1;
+		}
+		break;
+	case CTL_SUSPECT:
+		on_suspect(c, id, m, now);
+		break;
+	case CTL_LEAVE:
+		c->ops.close(c->ops.arg, s->conn);
+		s->conn = CTL_CONN_NONE;
+		if (c->state == CTL_C_TAKEOVER) {
+			s->dead = 1;
+			s->reported = 0;
+		} else {
+			coord_remove(c, id, 1, "left the group", now);
+		}
+		break;
+	case CTL_READY:
+		if (s->state == SLOT_IN && !(s->rec.flags & CTL_MF_CONTRIB)) {
+			s->ready = 1;
+		}
+		break;
+	default:
+		coord_refuse(c, conn, CTL_REF_PROTOCOL, CTL_NO_MEMBER,
+			     "unexpected %s frame from member %u", ctl_type_name(m->type), id);
+		s->conn = CTL_CONN_NONE;
+		break;
+	}
+	if (c->state == CTL_C_TAKEOVER) {
+		ctl_coord_tick(c, now);
+	} else {
+		coord_kick(c, now);
+	}
+}
+
+void ctl_coord_on_close(struct ctl_coord *c, uint32_t conn, int death, uint64_t now)
+{
+	struct coord_slot *s;
+	int joiner = 0;
+	uint32_t id;
+
+	s = slot_of_conn(c, conn, &joiner);
+	if (!s) {
+		return;
+	}
+	id = (uint32_t)(s - c->slots);
+	if (joiner) {
+		s->join = 0;
+		s->join_conn = CTL_CONN_NONE;
+		return;
+	}
+	s->conn = CTL_CONN_NONE;
+	if (conn == s->abandoned_conn) {
+		s->abandoned_conn = CTL_CONN_NONE;
+		return;
+	}
+	if (!death) {
+		return; /* a local error: silence will tell */
+	}
+	switch (c->state) {
+	case CTL_C_FORMING:
+		s->state = SLOT_EMPTY;
+		break;
+	case CTL_C_TAKEOVER:
+		s->dead = 1;
+		s->reported = 0;
+		ctl_coord_tick(c, now);
+		break;
+	case CTL_C_RUNNING:
+		coord_remove(c, id, 1, "its control connection was closed by its host", now);
+		coord_kick(c, now);
+		break;
+	case CTL_C_STOPPED:
+		break;
+	}
+}
+
+const char *ctl_coord_state_name(enum ctl_coord_state st)
+{
+	switch (st) {
+	case CTL_C_FORMING:
+		return "forming";
+	case CTL_C_TAKEOVER:
+		return "takeover";
+	case CTL_C_RUNNING:
+		return "running";
+	case CTL_C_STOPPED:
+		return "stopped";
+	}
+	return "unknown";
+}
+
+/* printf into @buf at *@off, never past @len. */
+static void put(char *buf, size_t len, size_t *off, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t len, size_t *off, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (*off + 1 >= len) {
+		return;
+	}
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *off, len - *off, fmt, ap);
+	va_end(ap);
+	if (n > 0) {
+		*off += (size_t)n < len - *off ? (size_t)n : len - *off - 1;
+	}
+}
+
+size_t ctl_coord_status(const struct ctl_coord *c, char *buf, size_t len, uint64_t now)
+{
+	size_t off = 0;
+	uint32_t i;
+
+	if (len == 0) {
+		return 0;
+	}
+	buf[0] = '\0';
+	put(buf, len, &off,
+	    "group %s state %s epoch %" PRIu64 " boundary %" PRIu64 " expected %u coordinator ",
+	    c->cfg.group, ctl_coord_state_name(c->state), c->epoch, c->boundary, c->n);
+	if (c->cfg.host == CTL_NO_MEMBER) {
+		put(buf, len, &off, "daemon");
+	} else {
+		put(buf, len, &off, "member-%u", c->cfg.host);
+	}
+	if (c->prop_epoch) {
+		put(buf, len, &off, " proposing %" PRIu64, c->prop_epoch);
+	}
+	if (c->state == CTL_C_STOPPED) {
+		put(buf, len, &off, " reason \"%s\"", c->stop_reason);
+	}
+	put(buf, len, &off, "\n");
+	for (i = 0; i < c->n; i++) {
+		const struct coord_slot *s = &c->slots[i];
+
+		if (s->state == SLOT_IN) {
+			put(buf, len, &off,
+			    "  member %u incarnation %016" PRIx64
+			    " %s %s last-heartbeat-ms %" PRIu64 " done %" PRIu64 " next %" PRIu64
+			    "%s\n",
+			    i, s->rec.incarnation,
+			    (s->rec.flags & CTL_MF_CONTRIB) ? "contributor" : "catch-up",
+			    s->conn != CTL_CONN_NONE ? "connected" : "disconnected",
+			    now - s->last_rx, s->done_op, s->next_op,
+			    s->remove ? " (being removed)" : "");
+		}
+		if (s->join) {
+			put(buf, len, &off,
+			    "  join %u incarnation %016" PRIx64 "%s last-heartbeat-ms %" PRIu64
+			    "\n",
+			    i, s->join_rec.incarnation, s->join_catchup ? " catch-up" : "",
+			    now - s->join_rx);
+		}
+	}
+	return off;
+}

@@ -1,0 +1,718 @@
+/* One member's side of the membership protocol as a pure state machine: reaching the
+ * coordinator, following its epochs, heartbeats, the proposal fence, losing the coordinator
+ * and finding (or becoming) its successor. See include/ftcc/ctl_sm.h.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftcc/ctl_sm.h"
+#include "ftcc/log.h"
+
+#define MSM_HIST 8 /* committed epochs kept for op lookups */
+
+enum msm_link { LINK_NONE = 0, LINK_CONNECTING, LINK_OPEN };
+enum msm_ev { EV_NONE = 0, EV_DEAD, EV_SILENT };
+
+struct ctl_msm {
+	struct ctl_msm_cfg cfg;
+	struct ctl_msm_ops ops;
+	enum ctl_member_state state;
+	char reason[CTL_TEXT_MAX];
+
+	struct ctl_epoch_rec hist[MSM_HIST]; /* ring of committed epochs, newest at head */
+	unsigned nhist, head;
+	uint64_t max_epoch; /* highest number seen, proposals included */
+
+	enum msm_link link;
+	uint32_t target;	   /* whom the link goes to */
+	uint64_t last_rx, last_hb; /* on the link */
+	uint64_t retry_at;	   /* no link: connect again at this time (0: now) */
+	uint32_t coord;		   /* believed coordinator */
+	uint8_t *evidence;	   /* per id: enum msm_ev, reset by every VIEW */
+	uint32_t lost;		   /* SEARCH: the coordinator that was lost */
+	uint64_t deadline;	   /* BOOT/JOINING/SEARCH: give up (LOST) at this time */
+	uint32_t join_next;	   /* JOINING: next id to ask */
+	int hosting;		   /* embedded: a coordinator is hosted here */
+
+	uint64_t next_op, done_op;
+	uint64_t prop_epoch; /* open proposal ACKed, 0 none */
+	uint64_t fence;	     /* ops at or past it wait while a proposal is open */
+	int ready_pending;   /* READY to send once in an epoch with a link */
+	uint64_t last_tick;
+
+	struct ctl_msg msg; /* scratch */
+	struct ctl_member_rec *scratch;
+};
+
+static void set_reason(struct ctl_msm *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void set_reason(struct ctl_msm *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(s->reason, sizeof(s->reason), fmt, ap);
+	va_end(ap);
+}
+
+static struct ctl_epoch_rec *newest(struct ctl_msm *s)
+{
+	return s->nhist ? &s->hist[s->head] : NULL;
+}
+
+static void changed(struct ctl_msm *s)
+{
+	if (s->ops.changed) {
+		s->ops.changed(s->ops.arg);
+	}
+}
+
+/* Final state @st with the reason already set; closes the link. */
+static void finish(struct ctl_msm *s, enum ctl_member_state st)
+{
+	if (s->link != LINK_NONE) {
+		s->ops.disconnect(s->ops.arg);
+		s->link = LINK_NONE;
+	}
+	s->state = st;
+	ftcc_log(st == CTL_M_LEFT ? FTCC_LOG_INFO : FTCC_LOG_WARN,
+		 "control: group %s: member %u %s: %s", s->cfg.group, s->cfg.id,
+		 ctl_member_state_name(st), s->reason);
+	changed(s);
+}
+
+static int is_final(const struct ctl_msm *s)
+{
+	return s->state == CTL_M_LOST || s->state == CTL_M_REMOVED || s->state == CTL_M_LEFT;
+}
+
+static struct ctl_msg *msm_msg(struct ctl_msm *s, uint16_t type)
+{
+	struct ctl_epoch_rec *e = newest(s);
+
+	memset(&s->msg, 0, sizeof(s->msg));
+	s->msg.members = s->scratch;
+	s->msg.members_cap = s->cfg.expected;
+	s->msg.type = type;
+	s->msg.group_id = ctl_group_id(s->cfg.group);
+	s->msg.epoch = e ? e->epoch : 0;
+	s->msg.next_op = s->next_op;
+	s->msg.done_op = s->done_op;
+	return &s->msg;
+}
+
+static void send(struct ctl_msm *s, struct ctl_msg *m)
+{
+	if (s->link == LINK_OPEN) {
+		s->ops.send(s->ops.arg, m);
+	}
+}
+
+/* ---- connecting ----------------------------------------------------------------------------- */
+
+static void connect_to(struct ctl_msm *s, uint32_t target)
+{
+	s->link = LINK_CONNECTING;
+	s->target = target;
+	s->retry_at = 0;
+	s->ops.connect(s->ops.arg, target);
+}
+
+/* Drops the link; connect again after a heartbeat period. */
+static void drop_link(struct ctl_msm *s, uint64_t now)
+{
+	if (s->link != LINK_NONE) {
+		s->ops.disconnect(s->ops.arg);
+		s->link = LINK_NONE;
+	}
+	s->retry_at = now + s->cfg.hb_ms;
+}
+
+/* The configuration a hosted coordinator starts with; the view for a takeover. */
+static void host_cfg(struct ctl_msm *s, struct ctl_coord_cfg *cc, int takeover)
+{
+	struct ctl_epoch_rec *e = newest(s);
+	uint32_t i;
+
+	memset(cc, 0, sizeof(*cc));
+	memcpy(cc->group, s->cfg.group, sizeof(cc->group));
+	cc->expected = s->cfg.expected;
+	cc->host = s->cfg.id;
+	cc->timeout_ms = s->cfg.timeout_ms;
+	cc->hb_ms = s->cfg.hb_ms;
+	cc->form_timeout_ms = s->cfg.connect_timeout_ms;
+	cc->suspect = CTL_NO_MEMBER;
+	if (!takeover || !e) {
+		return;
+	}
+	cc->takeover = 1;
+	cc->epoch = e->epoch;
+	cc->max_epoch = s->max_epoch;
+	cc->suspect = s->lost;
+	cc->nmembers = e->nmembers;
+	for (i = 0; i < e->nmembers; i++) {
+		s->scratch[i] = e->members[i];
+		if (e->members[i].id < s->cfg.expected &&
+		    s->evidence[e->members[i].id] == EV_DEAD) {
+			s->scratch[i].flags |= CTL_MF_DEAD;
+		}
+	}
+	cc->members = s->scratch;
+}
+
+/* SEARCH: the lowest member of the view nobody holds evidence against; hosts a takeover when
+ * that is this member. */
+static void search_next(struct ctl_msm *s, uint64_t now)
+{
+	struct ctl_epoch_rec *e = newest(s);
+	uint32_t i, cand = CTL_NO_MEMBER;
+
+	if (s->cfg.daemon) {
+		connect_to(s, CTL_NO_MEMBER);
+		return;
+	}
+	for (i = 0; e && i < e->nmembers; i++) {
+		uint32_t id = e->members[i].id;
+
+		if (id < s->cfg.expected && s->evidence[id] == EV_NONE) {
+			cand = id;
+			break;
+		}
+	}
+	if (cand == CTL_NO_MEMBER) {
+		set_reason(s, "no member of group %s is reachable", s->cfg.group);
+		finish(s, CTL_M_LOST);
+		return;
+	}
+	if (cand == s->cfg.id && !s->hosting) {
+		struct ctl_coord_cfg cc;
+
+		host_cfg(s, &cc, 1);
+		s->hosting = 1;
+		s->ops.host(s->ops.arg, &cc);
+	}
+	(void)now;
+	connect_to(s, cand);
+}
+
+/* The coordinator (or the candidate being tried) is gone: @ev is the evidence. */
+static void lose(struct ctl_msm *s, enum msm_ev ev, uint64_t now)
+{
+	uint32_t who = s->target;
+
+	if (s->link == LINK_OPEN && ev == EV_SILENT) {
+		/* Tell it, in case it is only frozen: it must not take our going as death. */
+		struct ctl_msg *m = msm_msg(s, CTL_SUSPECT);
+
+		m->peer = who;
+		m->evidence = CTL_EV_SILENCE;
+		send(s, m);
+	}
+	if (s->link != LINK_NONE) {
+		s->ops.disconnect(s->ops.arg);
+		s->link = LINK_NONE;
+	}
+	if (who != CTL_NO_MEMBER && who < s->cfg.expected && ev != EV_NONE) {
+		s->evidence[who] = (uint8_t)ev;
+	}
+	if (s->state == CTL_M_ACTIVE) {
+		s->state = CTL_M_SEARCH;
+		s->lost = who;
+		s->deadline = now + 3 * s->cfg.timeout_ms;
+		ftcc_warn("control: group %s: member %u lost its coordinator (%s %u); looking for "
+			  "its successor",
+			  s->cfg.group, s->cfg.id, ev == EV_DEAD ? "death of" : "silence of", who);
+		changed(s);
+	}
+	if (s->cfg.daemon) {
+		s->retry_at = now + s->cfg.hb_ms;
+		return;
+	}
+	search_next(s, now);
+}
+
+struct ctl_msm *ctl_msm_create(const struct ctl_msm_cfg *cfg, const struct ctl_msm_ops *ops,
+			       uint64_t now)
+{
+	struct ctl_msm *s;
+	unsigned i;
+
+	if (cfg->expected == 0 || cfg->expected > CTL_MAX_MEMBERS || cfg->id >= cfg->expected) {
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		return NULL;
+	}
+	s->cfg = *cfg;
+	s->ops = *ops;
+	s->evidence = calloc(cfg->expected, 1);
+	s->scratch = calloc(cfg->expected, sizeof(*s->scratch));
+	for (i = 0; i < MSM_HIST; i++) {
+		s->hist[i].members = calloc(cfg->expected, sizeof(*s->hist[i].members));
+		if (!s->hist[i].members) {
+			break;
+		}
+	}
+	if (!s->evidence || !s->scratch || i < MSM_HIST) {
+		ctl_msm_destroy(s);
+		return NULL;
+	}
+	s->coord = CTL_NO_MEMBER;
+	s->lost = CTL_NO_MEMBER;
+	s->fence = UINT64_MAX;
+	s->last_tick = now;
+	/* past the coordinator's own formation deadline, so its verdict (naming who is
+	 * missing) arrives first */
+	s->deadline = now + cfg->connect_timeout_ms + 2 * cfg->hb_ms;
+	set_reason(s, "starting");
+	if (cfg->join) {
+		s->state = CTL_M_JOINING;
+		s->join_next = cfg->daemon ? CTL_NO_MEMBER : (cfg->id == 0 && cfg->expected > 1);
+		connect_to(s, s->join_next);
+	} else {
+		s->state = CTL_M_BOOT;
+		if (!cfg->daemon && cfg->id == 0) {
+			struct ctl_coord_cfg cc;
+
+			host_cfg(s, &cc, 0);
+			s->hosting = 1;
+			s->ops.host(s->ops.arg, &cc);
+		}
+		connect_to(s, cfg->daemon ? CTL_NO_MEMBER : 0);
+	}
+	return s;
+}
+
+void ctl_msm_destroy(struct ctl_msm *s)
+{
+	unsigned i;
+
+	if (!s) {
+		return;
+	}
+	for (i = 0; i < MSM_HIST; i++) {
+		free(s->hist[i].members);
+	}
+	free(s->evidence);
+	free(s->scratch);
+	free(s);
+}
+
+void ctl_msm_on_connected(struct ctl_msm *s, uint64_t now)
+{
+	struct ctl_epoch_rec *e = newest(s);
+	struct ctl_msg *m;
+	uint32_t i, self = CTL_NO_MEMBER;
+
+	if (s->link != LINK_CONNECTING) {
+		return;
+	}
+	s->link = LINK_OPEN;
+	s->last_rx = now;
+	s->last_hb = now;
+	m = msm_msg(s, CTL_HELLO);
+	m->member = s->cfg.id;
+	m->incarnation = s->cfg.incarnation;
+	m->expected = s->cfg.expected;
+	m->max_epoch = s->max_epoch;
+	memcpy(m->group, s->cfg.group, sizeof(m->group));
+	if (s->state == CTL_M_JOINING) {
+		m->flags = CTL_HELLO_JOIN |
+			   (s->cfg.catchup && !s->ready_pending ? CTL_HELLO_CATCHUP : 0);
+	}
+	if (e && s->state != CTL_M_JOINING) {
+		for (i = 0; i < e->nmembers; i++) {
+			m->members[i] = e->members[i];
+			if (e->members[i].id < s->cfg.expected &&
+			    s->evidence[e->members[i].id] == EV_DEAD) {
+				m->members[i].flags |= CTL_MF_DEAD;
+			}
+			if (e->members[i].id == s->cfg.id) {
+				self = i;
+			}
+		}
+		m->nmembers = e->nmembers;
+	}
+	if (self == CTL_NO_MEMBER) {
+		/* Only our own record, in id order among any others is not needed: alone. */
+		m->epoch = e && s->state != CTL_M_JOINING ? e->epoch : 0;
+		m->nmembers = 1;
+		memset(&m->members[0], 0, sizeof(m->members[0]));
+		m->members[0].id = s->cfg.id;
+		m->members[0].incarnation = s->cfg.incarnation;
+	}
+	self = self == CTL_NO_MEMBER ? 0 : self;
+	m->members[self].info_len = s->cfg.info_len;
+	memcpy(m->members[self].info, s->cfg.info, s->cfg.info_len);
+	send(s, m);
+}
+
+/* A VIEW: install it when newer and it names us. */
+static void on_view(struct ctl_msm *s, const struct ctl_msg *m)
+{
+	struct ctl_epoch_rec *e = newest(s), *n;
+	int in = 0, contrib = 0;
+	uint32_t i;
+
+	if (m->epoch > s->max_epoch) {
+		s->max_epoch = m->epoch;
+	}
+	if (e && m->epoch <= e->epoch) {
+		return;
+	}
+	for (i = 0; i < m->nmembers; i++) {
+		if (m->members[i].id == s->cfg.id &&
+		    m->members[i].incarnation == s->cfg.incarnation) {
+			in = 1;
+			contrib = (m->members[i].flags & CTL_MF_CONTRIB) != 0;
+		}
+	}
+	if (!in || m->nmembers > s->cfg.expected) {
+		return;
+	}
+	s->head = s->nhist ? (s->head + 1) % MSM_HIST : 0;
+	if (s->nhist < MSM_HIST) {
+		s->nhist++;
+	}
+	n = &s->hist[s->head];
+	n->epoch = m->epoch;
+	n->boundary = m->boundary;
+	n->coord = m->coord;
+	n->nmembers = m->nmembers;
+	memcpy(n->members, m->members, m->nmembers * sizeof(*m->members));
+	s->coord = s->cfg.daemon ? CTL_NO_MEMBER : m->coord;
+	s->prop_epoch = 0;
+	s->fence = UINT64_MAX;
+	memset(s->evidence, 0, s->cfg.expected);
+	s->lost = CTL_NO_MEMBER;
+	if (s->hosting && !s->cfg.daemon && s->coord != s->cfg.id) {
+		/* a takeover we started lost the race to another member's */
+		s->hosting = 0;
+		s->ops.host(s->ops.arg, NULL);
+	}
+	s->state = CTL_M_ACTIVE;
+	set_reason(s, "in epoch %" PRIu64 " from op %" PRIu64 " with %u members", n->epoch,
+		   n->boundary, n->nmembers);
+	if (s->ready_pending && !contrib) {
+		struct ctl_msg *r = msm_msg(s, CTL_READY);
+
+		send(s, r);
+	}
+	s->ready_pending = 0;
+	changed(s);
+}
+
+static void on_refuse(struct ctl_msm *s, const struct ctl_msg *m, uint64_t now)
+{
+	switch (m->code) {
+	case CTL_REF_NOT_COORD:
+		if (s->link != LINK_NONE) {
+			s->ops.disconnect(s->ops.arg);
+			s->link = LINK_NONE;
+		}
+		if (s->state == CTL_M_JOINING && !s->cfg.daemon) {
+			/* go where it points, or keep walking the ids */
+			if (m->hint < s->cfg.expected && m->hint != s->target &&
+			    m->hint != s->cfg.id) {
+				s->join_next = m->hint;
+				connect_to(s, m->hint);
+				return;
+			}
+			/* no hint: ask the next id after a pause */
+			s->join_next = (s->join_next + 1) % s->cfg.expected;
+			if (s->join_next == s->cfg.id) {
+				s->join_next = (s->join_next + 1) % s->cfg.expected;
+			}
+		} else if (s->state == CTL_M_SEARCH && m->hint < s->cfg.expected &&
+			   m->hint != s->target && m->hint != s->cfg.id &&
+			   s->evidence[m->hint] == EV_NONE) {
+			connect_to(s, m->hint);
+			return;
+		}
+		/* it has not noticed the loss yet (or is electing): ask again soon */
+		s->retry_at = now + (s->cfg.hb_ms < 10 ? s->cfg.hb_ms : 10);
+		return;
+	case CTL_REF_STALE:
+		set_reason(s, "%s", m->text);
+		finish(s, CTL_M_REMOVED);
+		return;
+	case CTL_REF_CLOSED:
+		if (s->state == CTL_M_ACTIVE || s->state == CTL_M_SEARCH) {
+			/* the coordinator is going away on purpose: as good as death */
+			lose(s, EV_DEAD, now);
+			return;
+		}
+		set_reason(s, "%s", m->text);
+		finish(s, CTL_M_LOST);
+		return;
+	default:
+		set_reason(s, "%s", m->text[0] ? m->text : ctl_refuse_name(m->code));
+		finish(s, CTL_M_LOST);
+		return;
+	}
+}
+
+void ctl_msm_on_msg(struct ctl_msm *s, const struct ctl_msg *m, uint64_t now)
+{
+	if (is_final(s) || s->link != LINK_OPEN) {
+		return;
+	}
+	s->last_rx = now;
+	switch (m->type) {
+	case CTL_VIEW:
+		on_view(s, m);
+		break;
+	case CTL_PROPOSE: {
+		struct ctl_msg *a;
+		uint32_t i;
+		int in = 0;
+
+		if (m->epoch > s->max_epoch) {
+			s->max_epoch = m->epoch;
+		}
+		for (i = 0; i < m->nmembers; i++) {
+			in |= m->members[i].id == s->cfg.id;
+		}
+		if (!in || (s->state != CTL_M_ACTIVE && s->state != CTL_M_SEARCH)) {
+			break;
+		}
+		s->prop_epoch = m->epoch;
+		s->fence = s->next_op + CTL_JOIN_SLACK;
+		a = msm_msg(s, CTL_ACK);
+		a->epoch = m->epoch;
+		send(s, a);
+		break;
+	}
+	case CTL_HB:
+		break;
+	case CTL_REFUSE:
+		on_refuse(s, m, now);
+		break;
+	default:
+		break;
+	}
+}
+
+void ctl_msm_on_close(struct ctl_msm *s, int refused, int death, uint64_t now)
+{
+	if (is_final(s) || s->link == LINK_NONE) {
+		return;
+	}
+	s->link = LINK_NONE;
+	switch (s->state) {
+	case CTL_M_BOOT:
+		/* member 0 may not listen yet: ask again soon */
+		s->retry_at = now + (s->cfg.hb_ms < 20 ? s->cfg.hb_ms : 20);
+		break;
+	case CTL_M_JOINING:
+		if (!s->cfg.daemon) {
+			/* next id (not ourselves), wrapping after a pause */
+			uint32_t nx = s->join_next + 1;
+
+			if (nx == s->cfg.id) {
+				nx++;
+			}
+			if (nx >= s->cfg.expected) {
+				nx = s->cfg.id == 0 && s->cfg.expected > 1;
+				s->join_next = nx;
+				s->retry_at = now + s->cfg.hb_ms;
+				break;
+			}
+			s->join_next = nx;
+			connect_to(s, nx);
+			return;
+		}
+		s->retry_at = now + s->cfg.hb_ms;
+		break;
+	case CTL_M_ACTIVE:
+	case CTL_M_SEARCH:
+		s->link = LINK_NONE;
+		lose(s, (refused || death) ? EV_DEAD : EV_SILENT, now);
+		break;
+	default:
+		break;
+	}
+}
+
+void ctl_msm_tick(struct ctl_msm *s, uint64_t now)
+{
+	if (is_final(s)) {
+		return;
+	}
+	/* A gap this long means this process did not run: the silence was ours. */
+	if (now - s->last_tick > s->cfg.timeout_ms / 2) {
+		s->last_rx = now;
+		if (s->deadline) {
+			s->deadline += now - s->last_tick;
+		}
+	}
+	s->last_tick = now;
+	if (s->link == LINK_OPEN) {
+		if (now - s->last_rx > s->cfg.timeout_ms) {
+			if (s->state == CTL_M_ACTIVE || s->state == CTL_M_SEARCH) {
+				lose(s, EV_SILENT, now);
+			} else {
+				drop_link(s, now);
+			}
+			return;
+		}
+		if (now - s->last_hb >= s->cfg.hb_ms) {
+			s->last_hb = now;
+			send(s, msm_msg(s, CTL_HB));
+		}
+	} else if (s->link == LINK_NONE && now >= s->retry_at) {
+		if (s->state == CTL_M_SEARCH) {
+			search_next(s, now);
+		} else if (s->state == CTL_M_JOINING) {
+			connect_to(s, s->cfg.daemon ? CTL_NO_MEMBER : s->join_next);
+		} else if (s->state == CTL_M_BOOT) {
+			connect_to(s, s->cfg.daemon ? CTL_NO_MEMBER : 0);
+		} else if (s->state == CTL_M_ACTIVE) {
+			connect_to(s, s->coord);
+		}
+	}
+	if (is_final(s)) {
+		return;
+	}
+	if (s->state != CTL_M_ACTIVE && now > s->deadline) {
+		if (s->state == CTL_M_SEARCH) {
+			set_reason(s,
+				   "lost the coordinator of group %s (member %u) and found no "
+				   "successor with a majority within %" PRIu64 " ms",
+				   s->cfg.group, s->lost, 3 * s->cfg.timeout_ms);
+		} else {
+			set_reason(s, "could not %s group %s within %" PRIu64 " ms",
+				   s->state == CTL_M_JOINING ? "join" : "form", s->cfg.group,
+				   s->cfg.connect_timeout_ms);
+		}
+		finish(s, CTL_M_LOST);
+	}
+}
+
+void ctl_msm_progress(struct ctl_msm *s, uint64_t next_op, uint64_t done_op)
+{
+	s->next_op = next_op;
+	s->done_op = done_op;
+}
+
+void ctl_msm_suspect(struct ctl_msm *s, uint32_t peer, enum ctl_evidence ev, uint64_t now)
+{
+	struct ctl_msg *m;
+
+	if (is_final(s) || peer >= s->cfg.expected || peer == s->cfg.id) {
+		return;
+	}
+	if (s->state == CTL_M_ACTIVE && peer == s->coord && ev == CTL_EV_DEATH &&
+	    s->link == LINK_OPEN) {
+		lose(s, EV_DEAD, now);
+		return;
+	}
+	if (s->state != CTL_M_ACTIVE) {
+		if (ev == CTL_EV_DEATH) {
+			s->evidence[peer] = EV_DEAD;
+		}
+		return;
+	}
+	m = msm_msg(s, CTL_SUSPECT);
+	m->peer = peer;
+	m->evidence = ev;
+	send(s, m);
+}
+
+int ctl_msm_ready(struct ctl_msm *s, uint64_t now)
+{
+	(void)now;
+	if (!s->cfg.catchup || is_final(s)) {
+		return -EINVAL;
+	}
+	if (s->state == CTL_M_ACTIVE && s->link == LINK_OPEN) {
+		send(s, msm_msg(s, CTL_READY));
+	} else {
+		s->ready_pending = 1;
+	}
+	return 0;
+}
+
+void ctl_msm_leave(struct ctl_msm *s, uint64_t now)
+{
+	(void)now;
+	if (is_final(s)) {
+		return;
+	}
+	if (s->link == LINK_OPEN) {
+		send(s, msm_msg(s, CTL_LEAVE));
+	}
+	set_reason(s, "left group %s", s->cfg.group);
+	finish(s, CTL_M_LEFT);
+}
+
+enum ctl_member_state ctl_msm_state(const struct ctl_msm *s)
+{
+	return s->state;
+}
+
+const char *ctl_msm_reason(const struct ctl_msm *s)
+{
+	return s->reason;
+}
+
+const struct ctl_epoch_rec *ctl_msm_view(const struct ctl_msm *s)
+{
+	return s->nhist ? &s->hist[s->head] : NULL;
+}
+
+const struct ctl_epoch_rec *ctl_msm_op_epoch(const struct ctl_msm *s, uint64_t seq, int *fenced)
+{
+	unsigned k;
+
+	*fenced = s->prop_epoch != 0 && seq >= s->fence;
+	for (k = 0; k < s->nhist; k++) {
+		const struct ctl_epoch_rec *e = &s->hist[(s->head + MSM_HIST - k) % MSM_HIST];
+
+		if (e->boundary <= seq) {
+			return e;
+		}
+	}
+	return NULL;
+}
+
+uint32_t ctl_msm_coord(const struct ctl_msm *s)
+{
+	return s->state == CTL_M_ACTIVE ? s->coord : CTL_NO_MEMBER;
+}
+
+uint64_t ctl_msm_next_deadline(const struct ctl_msm *s)
+{
+	uint64_t t = s->last_tick + s->cfg.hb_ms / 2;
+
+	if (s->link == LINK_NONE && s->retry_at && s->retry_at < t) {
+		t = s->retry_at;
+	}
+	return t;
+}
+
+const char *ctl_member_state_name(enum ctl_member_state st)
+{
+	switch (st) {
+	case CTL_M_BOOT:
+		return "forming";
+	case CTL_M_JOINING:
+		return "joining";
+	case CTL_M_ACTIVE:
+		return "active";
+	case CTL_M_SEARCH:
+		return "searching";
+	case CTL_M_LOST:
+		return "lost";
+	case CTL_M_REMOVED:
+		return "removed";
+	case CTL_M_LEFT:
+		return "left";
+	}
+	return "unknown";
+}

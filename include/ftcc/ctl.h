@@ -1,0 +1,122 @@
+/* Membership service: who is in the group now. The one interface the engine and the CollNet
+ * plug-in use, over interchangeable backends:
+ *
+ *   embedded (default, spec "" or "embedded"): the lowest live member hosts the coordinator;
+ *            the members' control addresses are all it needs.
+ *   daemon   (spec "host:port"): ftcc-coordinator serves the group, and many others.
+ *   etcd     (spec "etcd://..."): reserved; ctl_member_create() says it is not built yet.
+ *
+ * Each member runs its own control thread: heartbeats, failure detection and epoch changes go
+ * on whether or not the application calls in. All functions are thread-safe unless noted.
+ * Errors are negative errno values; a final state carries a reason text (ctl_view.reason).
+ */
+#ifndef FTCC_CTL_H
+#define FTCC_CTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctl_sm.h"
+#include "ctl_wire.h"
+
+/* Creation parameters. Strings and arrays are copied at create. */
+struct ctl_member_cfg {
+	const char *group;	  /* group name, 1..63 bytes */
+	uint32_t id;		  /* this member's id (rank), < expected */
+	uint32_t expected;	  /* group size at formation, 1..CTL_MAX_MEMBERS */
+	const char *coordinator;  /* backend spec (above); NULL = FTCC_COORDINATOR */
+	const char *const *addrs; /* embedded: "host:port" control address of each member id
+				   * (expected entries; this member listens on addrs[id]) */
+	int join;		  /* 1: (re)join a running group instead of forming it */
+	int catchup;		  /* with join: non-contributor until ctl_member_ready() */
+	const void *info;	  /* opaque blob published with this member in every view */
+	size_t info_len;	  /* <= CTL_INFO_MAX */
+	int64_t timeout_ms;	  /* 0 = FTCC_FAILURE_TIMEOUT_MS */
+	int64_t hb_ms;		  /* 0 = FTCC_HEARTBEAT_MS rule */
+	int64_t connect_timeout_ms; /* 0 = FTCC_CONNECT_TIMEOUT_MS */
+	void (*on_change)(void *arg); /* optional: called on the control thread after every view
+				       * or state change; must not block or call ctl_member_* */
+	void *on_change_arg;
+};
+
+/* One committed epoch, immutable once published and shared by reference: whoever got it from
+ * ctl_member_view() or ctl_member_op_epoch() releases it with ctl_epoch_put(). */
+struct ctl_epoch {
+	uint64_t epoch;	   /* epoch number (>= 1) */
+	uint64_t boundary; /* first op of this epoch */
+	uint32_t coord;	   /* coordinating member id, CTL_NO_MEMBER for a daemon */
+	int self_index;	   /* position of this member in members[], -1 when not a member */
+	uint32_t nmembers;
+	struct ctl_member_rec members[]; /* in id order; info is each member's published blob */
+};
+
+/* Drops a reference taken by ctl_member_view() or ctl_member_op_epoch(). NULL is ignored. */
+void ctl_epoch_put(const struct ctl_epoch *e);
+
+/* A member's current state. */
+struct ctl_view {
+	enum ctl_member_state state;
+	uint32_t self;		   /* this member's id */
+	const struct ctl_epoch *e; /* newest committed epoch (a reference), NULL before the first */
+	char reason[CTL_TEXT_MAX]; /* why LOST / REMOVED / LEFT, or the last notable event */
+};
+
+struct ctl_member;
+
+/* Validates @cfg, binds the control port (embedded) and starts the control thread. Does not
+ * wait for the group: use ctl_member_wait(). Returns 0 and *@out, or -EINVAL (bad config, with
+ * a log line saying which field), -EADDRINUSE, -EPROTONOSUPPORT (etcd), -ENOMEM. */
+int ctl_member_create(const struct ctl_member_cfg *cfg, struct ctl_member **out);
+
+/* Waits up to @timeout_ms (< 0: forever is refused, -EINVAL) until the member is in an epoch
+ * numbered >= @min_epoch. 0; -ETIMEDOUT; or, when the member reached a final state, -ENOTCONN
+ * (LOST), -ESTALE (REMOVED), -ESHUTDOWN (LEFT). */
+int ctl_member_wait(struct ctl_member *m, uint64_t min_epoch, int timeout_ms);
+
+/* Fills @v with the current state; v->e holds a reference (ctl_epoch_put(v->e) when done).
+ * Never blocks for long (a mutex). */
+void ctl_member_view(struct ctl_member *m, struct ctl_view *v);
+
+/* The epoch op @seq belongs to, as a reference in *@out: 0; -EAGAIN when @seq is fenced by an
+ * open proposal, or no epoch has begun yet (retry after the next change); -ERANGE when @seq is
+ * older than the epochs kept; a final state's error as in ctl_member_wait(). */
+int ctl_member_op_epoch(struct ctl_member *m, uint64_t seq, const struct ctl_epoch **out);
+
+/* Engine progress (next op to issue, first op not completed); reported in heartbeats and ACKs.
+ * Lock-free. */
+void ctl_member_progress(struct ctl_member *m, uint64_t next_op, uint64_t done_op);
+
+/* Reports evidence against @peer seen on the data path. 0 or -EINVAL. */
+int ctl_member_suspect(struct ctl_member *m, uint32_t peer, enum ctl_evidence ev);
+
+/* A catch-up member declares itself ready to contribute. 0 or -EINVAL. */
+int ctl_member_ready(struct ctl_member *m);
+
+/* Leaves the group (LEAVE sent, best effort) and frees everything. Returns within about 100 ms
+ * whatever the peers do. @m may be NULL. */
+void ctl_member_destroy(struct ctl_member *m);
+
+/* Plain-text status of the group as this member sees it (and of the coordinator it hosts, if
+ * any) into @buf. Returns the length. */
+size_t ctl_member_status(struct ctl_member *m, char *buf, size_t len);
+
+/* ---- daemon ---------------------------------------------------------------------------------- */
+
+struct ctl_daemon;
+
+/* Starts a coordinator daemon listening on @addr ("host:port"; port 0 picks one) on its own
+ * thread, serving any number of groups. 0 and *@out, or -errno. */
+int ctl_daemon_start(const char *addr, struct ctl_daemon **out);
+/* The port it listens on. */
+int ctl_daemon_port(const struct ctl_daemon *d);
+/* Status of every group (the same text a "STATUS" request on the port returns). */
+size_t ctl_daemon_status(struct ctl_daemon *d, char *buf, size_t len);
+/* Stops the thread, tells every member (REFUSE CLOSED), frees everything. */
+void ctl_daemon_stop(struct ctl_daemon *d);
+
+/* Parses "host:port" (IPv4 dotted, IPv6 in brackets, or a name resolved once) into @ss.
+ * 0 or -EINVAL. */
+struct sockaddr_storage;
+int ctl_parse_addr(const char *text, struct sockaddr_storage *ss, unsigned *sslen);
+
+#endif

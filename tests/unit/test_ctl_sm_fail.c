@@ -1,0 +1,380 @@
+/* Membership state machines on a fake network, part two: members and coordinator hosts that die
+ * (death evidence: removed within a heartbeat or so) or stop (silence: removed after the failure
+ * timeout), alone or several at once, and what a stopped process does when it runs again.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "ctl_fakenet.h"
+
+#define HB 100
+#define TIMEOUT 1000
+
+/* A formed group of @n with distinct progress: member k issued up to 100 + k, completed 90 + k. */
+static struct fn *formed(uint32_t n)
+{
+	struct fn_cfg cfg = { .sizes = { n } };
+	struct fn *fn = fn_new(&cfg);
+
+	fn_form(fn, 2000);
+	for (uint32_t k = 0; k < n; k++) {
+		fn_progress(fn, (int)k, 100 + k, 90 + k);
+	}
+	fn_run(fn, 500);
+	return fn;
+}
+
+static uint64_t since(struct fn *fn, uint64_t who, uint64_t epoch, uint64_t t0)
+{
+	uint64_t t = fn_seen_all(fn, who, epoch);
+
+	cr_assert_neq(t, UINT64_MAX, "epoch %llu not seen by all", (unsigned long long)epoch);
+	return t - t0;
+}
+
+Test(ctl_sm, kill_member_removed_within_a_heartbeat)
+{
+	struct fn *fn = formed(5);
+	const struct ctl_epoch_rec *v;
+	uint64_t t = fn_now(fn), dt;
+	uint32_t ids[8];
+	int fenced = -1;
+
+	fn_kill(fn, 3);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0x17, 2000, 0, 1, 2, 4), 0);
+	v = fn_view(fn, 1);
+	cr_expect_eq(v->epoch, 2);
+	cr_expect_eq(v->coord, 0);
+	dt = since(fn, 0x17, 2, t);
+	cr_expect_leq(dt, HB + 50, "removed %llu ms after the kill", (unsigned long long)dt);
+	/* Removing: the first op of the new epoch is the lowest op some survivor has not done. */
+	cr_expect_leq(v->boundary, 90, "boundary %llu past survivor 0's done op 90",
+		      (unsigned long long)v->boundary);
+	cr_expect_eq(v->boundary, 90);
+	cr_expect_eq(ctl_msm_op_epoch(fn_msm(fn, 1), 89, &fenced)->epoch, 1);
+	cr_expect_eq(ctl_msm_op_epoch(fn_msm(fn, 1), v->boundary, &fenced)->epoch, 2);
+	cr_expect_eq(fenced, 0);
+	cr_assert_eq(ctl_coord_members(fn_coord(fn, 0), ids, 8), 4);
+	cr_expect_eq(ids[3], 4);
+	fn_run(fn, 3000);
+	cr_expect_eq(fn_max_epoch(fn, 0), 2);
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
+Test(ctl_sm, freeze_member_removed_after_timeout)
+{
+	struct fn *fn = formed(5);
+	uint64_t t = fn_now(fn), dt;
+
+	fn_freeze(fn, 3);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0x17, TIMEOUT + 3000, 0, 1, 2, 4), 0);
+	dt = since(fn, 0x17, 2, t);
+	cr_expect_geq(dt, TIMEOUT - HB, "removed %llu ms after the freeze", (unsigned long long)dt);
+	cr_expect_leq(dt, TIMEOUT + 1000, "removed %llu ms after the freeze",
+		      (unsigned long long)dt);
+	cr_expect_eq(fn_view(fn, 0)->epoch, 2);
+	cr_expect_leq(fn_view(fn, 0)->boundary, 90);
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
+Test(ctl_sm, freeze_and_thaw_after_removal)
+{
+	struct fn *fn = formed(5);
+	uint32_t n;
+	const struct fn_rec *r;
+
+	fn_freeze(fn, 3);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0x17, TIMEOUT + 3000, 0, 1, 2, 4), 0);
+	fn_run(fn, 500);
+	fn_thaw(fn, 3);
+	cr_assert_eq(fn_wait_final(fn, FN_BIT(3), 10000), 0);
+	cr_expect_eq(fn_state(fn, 3), CTL_M_REMOVED, "thawed member ended %s: %s",
+		     ctl_member_state_name(fn_state(fn, 3)), fn_reason(fn, 3));
+	cr_expect_gt(strlen(fn_reason(fn, 3)), 0);
+	r = fn_recs(fn, 3, &n);
+	cr_expect_eq(n, 1);
+	cr_expect_eq(r[n - 1].epoch, 1, "the removed member saw epoch %llu",
+		     (unsigned long long)r[n - 1].epoch);
+	cr_expect_null(fn_coord(fn, 3), "the thawed member hosts a coordinator");
+	fn_run(fn, 3000);
+	cr_expect_eq(fn_max_epoch(fn, 0), 2, "the group changed when the removed member woke");
+	cr_expect_eq(fn_max_proposed(fn, 0), 2);
+	cr_expect_eq(fn_state(fn, 3), CTL_M_REMOVED);
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
+Test(ctl_sm, kill_coordinator_host_takeover)
+{
+	struct fn *fn = formed(5);
+	uint64_t t = fn_now(fn), before = fn_max_epoch(fn, 0), dt;
+	const struct ctl_epoch_rec *v;
+
+	if (fn_max_proposed(fn, 0) > before) {
+		before = fn_max_proposed(fn, 0);
+	}
+	fn_kill(fn, 0);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0x1e, 3000, 1, 2, 3, 4), 0);
+	v = fn_view(fn, 2);
+	cr_expect_gt(v->epoch, before);
+	cr_expect_eq(v->coord, 1);
+	dt = since(fn, 0x1e, v->epoch, t);
+	cr_expect_leq(dt, 5 * HB, "took over %llu ms after the kill", (unsigned long long)dt);
+	cr_expect_leq(v->boundary, 91, "boundary %llu past survivor 1's done op",
+		      (unsigned long long)v->boundary);
+	cr_assert_not_null(fn_coord(fn, 1));
+	cr_expect_eq(ctl_coord_state(fn_coord(fn, 1)), CTL_C_RUNNING);
+	cr_expect_eq(ctl_coord_epoch(fn_coord(fn, 1)), v->epoch);
+	for (int k = 2; k < 5; k++) {
+		cr_expect_null(fn_coord(fn, k), "member %d hosts a coordinator too", k);
+		cr_expect_eq(ctl_msm_coord(fn_msm(fn, k)), 1);
+	}
+	fn_run(fn, 3000);
+	cr_expect_eq(fn_max_epoch(fn, 0), v->epoch);
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
+Test(ctl_sm, freeze_coordinator_host_takeover_and_thaw)
+{
+	struct fn *fn = formed(5);
+	uint64_t t = fn_now(fn), dt, e;
+	const struct fn_rec *r;
+	uint32_t n;
+
+	fn_freeze(fn, 0);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0x1e, TIMEOUT + 4000, 1, 2, 3, 4), 0);
+	e = fn_view(fn, 1)->epoch;
+	cr_expect_gt(e, 1);
+	cr_expect_eq(fn_view(fn, 1)->coord, 1);
+	dt = since(fn, 0x1e, e, t);
+	cr_expect_geq(dt, TIMEOUT - HB, "took over %llu ms after the freeze",
+		      (unsigned long long)dt);
+	cr_expect_leq(dt, TIMEOUT + 1000, "took over %llu ms after the freeze",
+		      (unsigned long long)dt);
+
+	fn_run(fn, 1000);
+	fn_thaw(fn, 0);
+	cr_assert_eq(fn_wait_final(fn, FN_BIT(0), 10000), 0);
+	cr_expect(fn_state(fn, 0) == CTL_M_LOST || fn_state(fn, 0) == CTL_M_REMOVED,
+		  "old host ended %s: %s", ctl_member_state_name(fn_state(fn, 0)),
+		  fn_reason(fn, 0));
+	r = fn_recs(fn, 0, &n);
+	cr_expect_eq(n, 1);
+	cr_expect_eq(r[n - 1].epoch, 1, "the old host saw epoch %llu",
+		     (unsigned long long)r[n - 1].epoch);
+	if (fn_coord(fn, 0)) {
+		cr_expect_eq(ctl_coord_state(fn_coord(fn, 0)), CTL_C_STOPPED);
+		cr_expect_eq(ctl_coord_epoch(fn_coord(fn, 0)), 1);
+	}
+	fn_run(fn, 3000);
+	cr_expect_eq(fn_max_epoch(fn, 0), e, "epoch %llu committed after the thaw",
+		     (unsigned long long)fn_max_epoch(fn, 0));
+	for (int k = 1; k < 5; k++) {
+		cr_expect_eq(fn_state(fn, k), CTL_M_ACTIVE);
+		cr_expect_eq(fn_view(fn, k)->epoch, e);
+	}
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
+Test(ctl_sm, kill_coordinator_and_member_at_once)
+{
+	struct fn *fn = formed(5);
+	uint64_t t = fn_now(fn), dt, e;
+
+	fn_kill(fn, 0);
+	fn_kill(fn, 2);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0x1a, TIMEOUT + 4000, 1, 3, 4), 0);
+	e = fn_view(fn, 1)->epoch;
+	cr_expect_gt(e, 1);
+	cr_expect_eq(fn_view(fn, 1)->coord, 1);
+	dt = since(fn, 0x1a, e, t);
+	cr_expect_leq(dt, TIMEOUT + 1000, "settled %llu ms after the kills",
+		      (unsigned long long)dt);
+	cr_expect_leq(fn_view(fn, 1)->boundary, 91);
+	fn_run(fn, 3000);
+	cr_expect_eq(fn_max_epoch(fn, 0), e);
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
+Test(ctl_sm, kill_two_of_five)
+{
+	struct fn *fn = formed(5);
+	uint64_t t = fn_now(fn), e, dt;
+
+	fn_kill(fn, 1);
+	fn_kill(fn, 3);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0x15, 2000, 0, 2, 4), 0);
+	e = fn_view(fn, 0)->epoch;
+	cr_expect(e == 2 || e == 3, "epoch %llu", (unsigned long long)e);
+	dt = since(fn, 0x15, e, t);
+	cr_expect_leq(dt, HB + 100, "settled %llu ms after the kills", (unsigned long long)dt);
+	cr_expect_eq(fn_view(fn, 0)->boundary, 90);
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
+Test(ctl_sm, freeze_two_of_five)
+{
+	struct fn *fn = formed(5);
+	uint64_t t = fn_now(fn), e, dt;
+
+	fn_freeze(fn, 1);
+	fn_freeze(fn, 4);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0xd, TIMEOUT + 3000, 0, 2, 3), 0);
+	e = fn_view(fn, 0)->epoch;
+	dt = since(fn, 0xd, e, t);
+	cr_expect_geq(dt, TIMEOUT - HB, "settled %llu ms after the freeze", (unsigned long long)dt);
+	cr_expect_leq(dt, TIMEOUT + 1000, "settled %llu ms after the freeze",
+		      (unsigned long long)dt);
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
+Test(ctl_sm, freeze_three_of_five_stops_without_quorum)
+{
+	struct fn *fn = formed(5);
+	uint64_t t = fn_now(fn);
+
+	fn_freeze(fn, 2);
+	fn_freeze(fn, 3);
+	fn_freeze(fn, 4);
+	cr_assert_eq(fn_wait_final(fn, 0x3, 20000), 0);
+	cr_expect_leq(fn_now(fn) - t, TIMEOUT + 2000, "stopped %llu ms after the freeze",
+		      (unsigned long long)(fn_now(fn) - t));
+	for (int k = 0; k < 2; k++) {
+		cr_expect_eq(fn_state(fn, k), CTL_M_LOST, "member %d: %s", k,
+			     ctl_member_state_name(fn_state(fn, k)));
+		cr_expect(fn_reason_has(fn, k, "quorum"), "member %d's reason: %s", k,
+			  fn_reason(fn, k));
+	}
+	cr_expect_eq(ctl_coord_state(fn_coord(fn, 0)), CTL_C_STOPPED);
+	cr_expect_eq(fn_max_epoch(fn, 0), 1, "epoch %llu committed without a quorum",
+		     (unsigned long long)fn_max_epoch(fn, 0));
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
+Test(ctl_sm, two_members_kill_either)
+{
+	for (int victim = 0; victim < 2; victim++) {
+		struct fn *fn = formed(2);
+		int other = 1 - victim;
+		uint64_t t = fn_now(fn), dt;
+		const struct ctl_epoch_rec *v;
+
+		fn_kill(fn, victim);
+		cr_assert_eq(
+			fn_wait_view(fn, FN_BIT(other), (uint32_t[]){ (uint32_t)other }, 1, 3000),
+			0, "member %d alone after %d died", other, victim);
+		v = fn_view(fn, other);
+		cr_expect_gt(v->epoch, 1);
+		cr_expect_eq(v->coord, (uint32_t)other);
+		dt = since(fn, FN_BIT(other), v->epoch, t);
+		cr_expect_leq(dt, 5 * HB, "member %d alone %llu ms after %d died", other,
+			      (unsigned long long)dt, victim);
+		fn_run(fn, 3000);
+		cr_expect_eq(fn_state(fn, other), CTL_M_ACTIVE);
+		FN_CHECK(fn);
+		fn_free(fn);
+	}
+}
+
+Test(ctl_sm, suspect_death_from_the_data_path)
+{
+	struct fn *fn = formed(4);
+	uint64_t t = fn_now(fn);
+
+	/* Member 2 hangs (no frames) but member 1's data link to it was reset: act at once. */
+	fn_freeze(fn, 2);
+	fn_suspect(fn, 1, 2, CTL_EV_DEATH);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0xb, 2000, 0, 1, 3), 0);
+	cr_expect_leq(since(fn, 0xb, 2, t), HB + 50);
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
+Test(ctl_sm, stopped_successor_does_not_reuse_an_epoch_number)
+{
+	struct fn *fn = formed(5);
+	uint64_t e;
+	const struct fn_rec *r;
+	uint32_t n;
+
+	/* Member 1 stops; the host dies before anyone noticed. The others go to 1 (its port still
+	 * accepts), give up on it after the timeout, and 2 takes over. */
+	fn_freeze(fn, 1);
+	fn_kill(fn, 0);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0x1c, 3 * TIMEOUT + 2000, 2, 3, 4), 0);
+	e = fn_view(fn, 2)->epoch;
+	cr_expect_eq(fn_view(fn, 2)->coord, 2);
+	fn_run(fn, 1000);
+	/* Member 1 runs again: its link to 0 ends and the HELLOs 2, 3, 4 sent it long ago (then
+	 * abandoned with a SUSPECT) are waiting. They are no quorum for a takeover by 1. */
+	fn_thaw(fn, 1);
+	cr_assert_eq(fn_wait_final(fn, FN_BIT(1), 10000), 0);
+	r = fn_recs(fn, 1, &n);
+	cr_expect_eq(r[n - 1].epoch, 1, "the stopped member committed epoch %llu",
+		     (unsigned long long)r[n - 1].epoch);
+	fn_run(fn, 3000);
+	cr_expect_eq(fn_max_epoch(fn, 0), e);
+	for (int k = 2; k < 5; k++) {
+		cr_expect_eq(fn_state(fn, k), CTL_M_ACTIVE);
+		cr_expect_eq(fn_view(fn, k)->epoch, e);
+	}
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
+/* Member 0 (the host) stops; 1 and 2 form epoch 2 without it; member 2 restarts and its new
+ * process asks 0 to join. When 0 runs again, it holds death evidence against the old 2 (a new
+ * incarnation) and hears nobody else: base {0, 1} without the dead, half of it with the lowest
+ * id. Yet 1 and the old 2 were a majority of epoch 1 and moved on: 0 must not form a group. */
+static void deposed_host_case(int partition)
+{
+	struct fn *fn = formed(3);
+	const struct fn_rec *r;
+	uint32_t n;
+
+	if (partition) {
+		/* The SUSPECTs 1 and 2 send to 0 are lost too. */
+		fn_partition(fn, FN_BIT(0), 0);
+	}
+	fn_freeze(fn, 0);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0x6, TIMEOUT + 3000, 1, 2), 0);
+	fn_run(fn, 300);
+	fn_heal(fn);
+	fn_restart(fn, 2, 0);
+	fn_run(fn, 2000);
+	fn_thaw(fn, 0);
+	fn_run(fn, 10000);
+	r = fn_recs(fn, 0, &n);
+	cr_expect_eq(r[n - 1].epoch, 1, "the deposed host committed epoch %llu",
+		     (unsigned long long)r[n - 1].epoch);
+	cr_expect_neq(fn_state(fn, 0), CTL_M_ACTIVE, "the deposed host is ACTIVE in epoch %llu",
+		      (unsigned long long)fn_view(fn, 0)->epoch);
+	cr_expect_eq(fn_state(fn, 1), CTL_M_ACTIVE);
+	if (fn_state(fn, 2) == CTL_M_ACTIVE) {
+		cr_expect_eq(fn_view(fn, 2)->epoch, fn_view(fn, 1)->epoch,
+			     "two live groups: member 1 in epoch %llu, member 2 in %llu",
+			     (unsigned long long)fn_view(fn, 1)->epoch,
+			     (unsigned long long)fn_view(fn, 2)->epoch);
+	}
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
+Test(ctl_sm, deposed_host_does_not_split_the_group)
+{
+	deposed_host_case(0);
+}
+
+Test(ctl_sm, deposed_host_does_not_split_the_group_after_partition)
+{
+	deposed_host_case(1);
+}
