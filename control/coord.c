@@ -292,7 +292,7 @@ void coord_remove(struct ctl_coord *c, uint32_t id, int death, const char *why, 
 static int coord_may_proceed(struct ctl_coord *c, const uint8_t *is_live, char *why, size_t len,
 			     const char *who)
 {
-	uint32_t live[CTL_MAX_MEMBERS] = {0}, base[CTL_MAX_MEMBERS] = {0};
+	uint32_t live[CTL_MAX_MEMBERS] = { 0 }, base[CTL_MAX_MEMBERS] = { 0 };
 	uint32_t nlive = 0, nbase = 0, ndead_out = 0, i;
 
 	for (i = 0; i < c->n; i++) {
