@@ -465,6 +465,8 @@ void coord_commit(struct ctl_coord *c, uint64_t now)
 			s->join_conn = CTL_CONN_NONE;
 			s->join_start = b;
 			s->rec.done = b;
+			s->dead = 0; /* evidence was against the incarnation this one replaces */
+			s->reported = 0;
 			s->next_op = s->done_op = b;
 			s->last_rx = now;
 		} else {
@@ -596,6 +598,9 @@ static void coord_takeover_check(struct ctl_coord *c, uint64_t now)
 			s->last_rx = now;
 		}
 	}
+	for (i = 0; i < c->n; i++) {
+		c->slots[i].dead = 0; /* carried by remove_death from here on */
+	}
 	ftcc_warn("control: group %s: member %u takes over from epoch %" PRIu64, c->cfg.group,
 		  c->cfg.host, c->epoch);
 	ctl_coord_tick(c, now);
@@ -684,23 +689,39 @@ static void coord_heartbeat(struct ctl_coord *c)
 	}
 }
 
-void ctl_coord_tick(struct ctl_coord *c, uint64_t now)
+void coord_clock(struct ctl_coord *c, uint64_t now)
 {
 	uint32_t i;
 
-	if (c->state == CTL_C_STOPPED) {
-		return;
-	}
-	/* A gap this long means this process was not running (stopped, swapped out): the
-	 * silence is ours, not the members'. Their clocks restart. */
+	/* A gap this long between two events means this process was not running (stopped,
+	 * swapped out). The silence is ours, not the members': their clocks restart. And what
+	 * is queued for us may be stale: members may have answered our proposal and then given
+	 * up on us. The open proposal is dropped; a new one needs fresh answers, which members
+	 * that left cannot give. */
 	if (now - c->last_tick > c->cfg.timeout_ms / 2) {
 		for (i = 0; i < c->n; i++) {
 			c->slots[i].last_rx = now;
 			c->slots[i].join_rx = now;
+			c->slots[i].acked = 0;
+		}
+		if (c->prop_epoch) {
+			ftcc_log(FTCC_LOG_INFO,
+				 "control: group %s: coordinator did not run for %" PRIu64
+				 " ms; proposal of epoch %" PRIu64 " dropped",
+				 c->cfg.group, now - c->last_tick, c->prop_epoch);
+			c->prop_epoch = 0;
 		}
 		c->prop_start = now;
 	}
 	c->last_tick = now;
+}
+
+void ctl_coord_tick(struct ctl_coord *c, uint64_t now)
+{
+	if (c->state == CTL_C_STOPPED) {
+		return;
+	}
+	coord_clock(c, now);
 	if (now - c->last_hb >= c->cfg.hb_ms) {
 		c->last_hb = now;
 		coord_heartbeat(c);

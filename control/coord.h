@@ -69,5 +69,7 @@ void coord_commit(struct ctl_coord *c, uint64_t now);
 void coord_adopt(struct ctl_coord *c, uint64_t epoch, const struct ctl_member_rec *members,
 		 uint32_t n, uint64_t now);
 void coord_missing(struct ctl_coord *c, char *buf, size_t len);
+/* Every entry point calls this first: detects that this process did not run for a while. */
+void coord_clock(struct ctl_coord *c, uint64_t now);
 
 #endif

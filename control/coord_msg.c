@@ -257,6 +257,7 @@ static void on_suspect(struct ctl_coord *c, uint32_t r, const struct ctl_msg *m,
 		 * takeover report it sent before is withdrawn. */
 		c->slots[r].abandoned_conn = c->slots[r].conn;
 		c->slots[r].reported = 0;
+		c->slots[r].acked = 0;
 		return;
 	}
 	if (m->peer >= c->n || c->slots[m->peer].state != SLOT_IN || m->peer == r) {
@@ -284,6 +285,7 @@ void ctl_coord_on_msg(struct ctl_coord *c, uint32_t conn, const struct ctl_msg *
 	int joiner = 0;
 	uint32_t id;
 
+	coord_clock(c, now);
 	if (m->type == CTL_HELLO) {
 		on_hello(c, conn, m, now);
 		return;
@@ -354,6 +356,7 @@ void ctl_coord_on_close(struct ctl_coord *c, uint32_t conn, int death, uint64_t 
 	int joiner = 0;
 	uint32_t id;
 
+	coord_clock(c, now);
 	s = slot_of_conn(c, conn, &joiner);
 	if (!s) {
 		return;
