@@ -237,8 +237,7 @@ static void cslot_end(struct fn *fn, struct fn_cslot *s, int tell)
 	}
 }
 
-/* ---- member ops ----------------------------------------------------------------------------
- */
+/* ---- member ops ------------------------------------------------------------------------------ */
 
 static void ms_disconnect(void *arg);
 
@@ -382,14 +381,16 @@ const struct ctl_msm_ops fn_msm_ops = {
 	.changed = ms_changed,
 };
 
-/* ---- delivery ------------------------------------------------------------------------------
- */
+/* ---- delivery -------------------------------------------------------------------------------- */
 
 enum { RX_RUN, RX_BLOCKED, RX_DROP };
 
 /* Whether the receiver of @e can take it now. */
-static int ev_receiver(const struct fn *fn, const struct fn_ev *e, const struct fn_conn *c)
+static int ev_receiver(const struct fn *fn, const struct fn_ev *e, struct fn_conn *c)
 {
+	int stream = e->kind == EV_C2S || e->kind == EV_C2S_EOF || e->kind == EV_S2C ||
+		     e->kind == EV_S2C_EOF;
+
 	int to_server = e->kind == EV_C2S || e->kind == EV_C2S_EOF;
 	int ep = to_server ? c->target : c->client;
 
@@ -410,9 +411,15 @@ static int ev_receiver(const struct fn *fn, const struct fn_ev *e, const struct 
 			return RX_BLOCKED;
 		}
 	}
-	if ((e->kind == EV_C2S || e->kind == EV_C2S_EOF || e->kind == EV_S2C ||
-	     e->kind == EV_S2C_EOF) &&
-	    side_of(fn, c->client) != side_of(fn, c->target)) {
+	if (stream && c->cut) {
+		return RX_DROP;
+	}
+	if (stream && side_of(fn, c->client) != side_of(fn, c->target)) {
+		if (fn->cfg.partition_delays) {
+			return RX_BLOCKED; /* TCP retransmits until the partition heals */
+		}
+		/* Lost: and so is the rest of the stream (TCP delivers in order or not at all). */
+		c->cut = 1;
 		return RX_DROP;
 	}
 	return RX_RUN;
@@ -648,8 +655,7 @@ void fn_deliver_due(struct fn *fn)
 	}
 }
 
-/* ---- raw clients ---------------------------------------------------------------------------
- */
+/* ---- raw clients ----------------------------------------------------------------------------- */
 
 int fn_raw_open(struct fn *fn, int target)
 {

@@ -35,6 +35,7 @@ struct fn_cfg {
 	uint64_t step_ms;		 /* clock step [10] */
 	uint64_t latency_ms;		 /* one-way delivery delay, >= 1 [1] */
 	uint64_t net_connect_timeout_ms; /* a connect across a partition fails after [500] */
+	int partition_delays;		 /* 1: partitions hold frames until healed [0: lose] */
 	int no_wire;			 /* 1: skip the ctl_msg_encode/decode round trip */
 	uint64_t jitter_ms;		 /* extra delay 0..jitter per frame, FIFO per link [0] */
 	uint64_t seed;			 /* of the jitter and fn_rand [1] */
@@ -55,7 +56,8 @@ struct fn_rec {
 };
 
 /* Observer of every frame queued on the fake network: @from and @to are node indexes, FN_DAEMON or
- * FN_RAW; @m is valid during the call only. */
+ * FN_RAW; @m is valid during the call only. It runs inside a machine's call, so it may only note
+ * things or call fn_freeze / fn_partition (which call no machine). */
 typedef void (*fn_watch_fn)(void *arg, int from, int to, const struct ctl_msg *m);
 
 struct fn;
@@ -83,8 +85,9 @@ void fn_restart(struct fn *fn, int k, int catchup); /* kill if alive; new incarn
 void fn_leave(struct fn *fn, int k);		    /* ctl_msm_leave */
 int fn_ready(struct fn *fn, int k);		    /* ctl_msm_ready; its return value */
 void fn_suspect(struct fn *fn, int k, uint32_t peer, enum ctl_evidence ev); /* data path */
-/* Frames between a node in @side_b and one outside it are dropped; connects across time out.
- * @daemon_b puts the daemon on side b. */
+/* Frames between a node in @side_b and one outside it are lost, with the rest of their link's
+ * stream (or held until fn_heal with cfg.partition_delays); connects across time out. @daemon_b
+ * puts the daemon on side b. */
 void fn_partition(struct fn *fn, uint64_t side_b, int daemon_b);
 void fn_heal(struct fn *fn);
 /* Reports engine progress of member @k (ctl_msm_progress; a restarted process starts at 0). */

@@ -41,6 +41,7 @@ struct fn_conn {
 	struct fn_cslot *srv; /* bound coordinator (NULL before HELLO) */
 	int sclosed;	      /* server side gone: refused, closed, or ended */
 	int sclose_called;    /* the coordinator called close */
+	int cut;	      /* a frame was lost to a partition: the stream is dead */
 	uint64_t t_req, last_c2s, last_s2c;
 };
 

@@ -130,8 +130,7 @@ void fn_msg_text(const struct ctl_msg *m, char *buf, size_t len)
 	}
 }
 
-/* ---- records -------------------------------------------------------------------------------
- */
+/* ---- records --------------------------------------------------------------------------------- */
 
 int fn_is_final(enum ctl_member_state st)
 {
@@ -287,8 +286,7 @@ void fn_node_after(struct fn *fn, struct fn_node *nd)
 	nd->dirty = 0;
 }
 
-/* ---- accessors -----------------------------------------------------------------------------
- */
+/* ---- accessors ------------------------------------------------------------------------------- */
 
 struct ctl_msm *fn_msm(const struct fn *fn, int k)
 {
@@ -388,8 +386,7 @@ void fn_set_watch(struct fn *fn, fn_watch_fn w, void *arg)
 	fn->watch_arg = arg;
 }
 
-/* ---- checks --------------------------------------------------------------------------------
- */
+/* ---- checks ---------------------------------------------------------------------------------- */
 
 int fn_check(struct fn *fn, char *err, size_t len)
 {

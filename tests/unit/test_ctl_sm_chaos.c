@@ -1,8 +1,9 @@
 /* Membership state machines on a fake network, part five: seeded random sequences of kills,
- * restarts, freezes, partitions and leaves over a network with jitter. Whatever happens, the
- * harness's invariants hold (one member list per epoch number, epochs only grow, final states
- * stay final), and once the faults stop the group settles: every live member is ACTIVE in the
- * newest epoch or in a final state, and the newest epoch lists exactly the ACTIVE members.
+ * restarts, freezes, partitions and leaves, over a network with latency and jitter (partitions
+ * lose frames on some seeds and hold them on others; every fifth seed uses a daemon). Whatever
+ * happens, the harness's invariants hold (one member list per epoch number, epochs only grow,
+ * final states stay final), and once the faults stop the group settles: every live member is
+ * ACTIVE in the newest epoch or in a final state, and that epoch lists exactly the ACTIVE ones.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -114,6 +115,7 @@ static int chaos_run(uint64_t seed, char *err, size_t len)
 			      .sizes = { 4 + (uint32_t)(seed % 4) },
 			      .latency_ms = 1 + seed % 20,
 			      .jitter_ms = seed % 30,
+			      .partition_delays = (int)(seed / 2 % 2),
 			      .step_ms = 5,
 			      .seed = seed };
 	struct fn *fn = fn_new(&cfg);

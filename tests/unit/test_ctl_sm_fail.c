@@ -378,3 +378,55 @@ Test(ctl_sm, deposed_host_does_not_split_the_group_after_partition)
 {
 	deposed_host_case(1);
 }
+
+/* Freezes member 0 when it sends its first PROPOSE (fn_freeze only sets a flag: safe here). */
+struct freeze_at {
+	struct fn *fn;
+	int done;
+};
+
+static void freeze_on_propose(void *arg, int from, int to, const struct ctl_msg *m)
+{
+	struct freeze_at *f = arg;
+
+	if (!f->done && from == 0 && m->type == CTL_PROPOSE) {
+		f->done = 1;
+		fn_freeze(f->fn, 0);
+	}
+}
+
+Test(ctl_sm, deposed_host_with_an_open_proposal_does_not_split_the_group)
+{
+	struct fn *fn = formed(4);
+	struct freeze_at f = { .fn = fn };
+	const struct fn_rec *r;
+	uint32_t n;
+
+	fn_kill(fn, 2);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0xb, 3000, 0, 1, 3), 0);
+	fn_run(fn, 300);
+	/* The host stops as it proposes to admit the restarted 2; 1 and 3 ACK into its queue,
+	 * give up on it and go on as {1, 3}. */
+	fn_set_watch(fn, freeze_on_propose, &f);
+	fn_restart(fn, 2, 0);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0xa, TIMEOUT + 4000, 1, 3), 0);
+	cr_assert(f.done);
+	fn_run(fn, 500);
+	/* 1 dies as 0 runs again: 0 holds death evidence against 1 and hears nobody else. */
+	fn_kill(fn, 1);
+	fn_thaw(fn, 0);
+	fn_run(fn, 10000);
+	r = fn_recs(fn, 0, &n);
+	cr_expect_eq(r[n - 1].epoch, 2, "the deposed host committed epoch %llu",
+		     (unsigned long long)r[n - 1].epoch);
+	cr_expect_neq(fn_state(fn, 0), CTL_M_ACTIVE);
+	cr_expect_eq(fn_state(fn, 3), CTL_M_ACTIVE);
+	if (fn_state(fn, 2) == CTL_M_ACTIVE && fn_state(fn, 3) == CTL_M_ACTIVE) {
+		cr_expect_eq(fn_view(fn, 2)->epoch, fn_view(fn, 3)->epoch,
+			     "two live groups: member 2 in epoch %llu, member 3 in %llu",
+			     (unsigned long long)fn_view(fn, 2)->epoch,
+			     (unsigned long long)fn_view(fn, 3)->epoch);
+	}
+	FN_CHECK(fn);
+	fn_free(fn);
+}

@@ -10,9 +10,11 @@
 #define HB 100
 #define TIMEOUT 1000
 
-static struct fn *formed(uint32_t n)
+/* A formed group of @n; @delays: partitions hold frames (TCP retransmits) instead of losing them
+ * with the rest of their stream. */
+static struct fn *formed(uint32_t n, int delays)
 {
-	struct fn_cfg cfg = { .sizes = { n } };
+	struct fn_cfg cfg = { .sizes = { n }, .partition_delays = delays };
 	struct fn *fn = fn_new(&cfg);
 
 	fn_form(fn, 2000);
@@ -22,14 +24,15 @@ static struct fn *formed(uint32_t n)
 
 /* Partitions @n members into @keep (goes on, members @ids, within @max_ms) and the rest (ends
  * LOST), checks the times, heals and checks nothing changes. */
-static void partition_case(uint32_t n, uint64_t keep, const uint32_t *ids, uint32_t nids,
-			   uint64_t max_ms)
+static void partition_run(uint32_t n, uint64_t keep, const uint32_t *ids, uint32_t nids,
+			  uint64_t max_ms, int delays)
 {
-	struct fn *fn = formed(n);
+	struct fn *fn = formed(n, delays);
 	uint64_t lose = FN_ALL(n) & ~keep, t = fn_now(fn), e, dt, lost_at;
 
 	fn_partition(fn, lose, 0);
-	cr_assert_eq(fn_wait_view(fn, keep, ids, nids, TIMEOUT + 4000), 0);
+	cr_assert_eq(fn_wait_view(fn, keep, ids, nids, TIMEOUT + 4000), 0, "frames %s",
+		     delays ? "held" : "lost");
 	e = fn_view(fn, ids[0])->epoch;
 	cr_expect_gt(e, 1);
 	dt = fn_seen_all(fn, keep, e) - t;
@@ -38,7 +41,7 @@ static void partition_case(uint32_t n, uint64_t keep, const uint32_t *ids, uint3
 	cr_expect_leq(dt, max_ms, "majority moved on %llu ms after the split",
 		      (unsigned long long)dt);
 
-	cr_assert_eq(fn_wait_final(fn, lose, 30000), 0);
+	cr_assert_eq(fn_wait_final(fn, lose, 30000), 0, "frames %s", delays ? "held" : "lost");
 	lost_at = fn_now(fn) - t;
 	for (uint32_t k = 0; k < n; k++) {
 		if (!(lose & FN_BIT(k))) {
@@ -51,8 +54,8 @@ static void partition_case(uint32_t n, uint64_t keep, const uint32_t *ids, uint3
 		cr_expect_eq(fn_view(fn, (int)k)->epoch, 1, "cut-off member %u saw epoch %llu", k,
 			     (unsigned long long)fn_view(fn, (int)k)->epoch);
 	}
-	cr_log_info("partition of %u: majority at %llu ms, minority lost at %llu ms", n,
-		    (unsigned long long)dt, (unsigned long long)lost_at);
+	cr_log_info("partition of %u (frames %s): majority at %llu ms, minority lost at %llu ms", n,
+		    delays ? "held" : "lost", (unsigned long long)dt, (unsigned long long)lost_at);
 
 	fn_heal(fn);
 	fn_run(fn, 3000);
@@ -67,6 +70,14 @@ static void partition_case(uint32_t n, uint64_t keep, const uint32_t *ids, uint3
 	}
 	FN_CHECK(fn);
 	fn_free(fn);
+}
+
+/* Both ways a partition can treat frames in flight. */
+static void partition_case(uint32_t n, uint64_t keep, const uint32_t *ids, uint32_t nids,
+			   uint64_t max_ms)
+{
+	partition_run(n, keep, ids, nids, max_ms, 0);
+	partition_run(n, keep, ids, nids, max_ms, 1);
 }
 
 Test(ctl_sm, partition_3_2_of_5)
@@ -99,7 +110,8 @@ Test(ctl_sm, partition_2_2_of_4_without_host)
 
 Test(ctl_sm, short_partition_below_timeout_changes_nothing)
 {
-	struct fn *fn = formed(5);
+	/* TCP retransmits what a short partition held up: nothing is lost, nobody is removed. */
+	struct fn *fn = formed(5, 1);
 
 	fn_partition(fn, 0x18, 0);
 	fn_run(fn, TIMEOUT / 2);
@@ -116,7 +128,7 @@ Test(ctl_sm, short_partition_below_timeout_changes_nothing)
 
 Test(ctl_sm, rejoined_member_counts_in_the_quorum)
 {
-	struct fn *fn = formed(2);
+	struct fn *fn = formed(2, 0);
 	const struct ctl_epoch_rec *v;
 
 	/* Member 0 dies (death evidence against its first incarnation) and comes back under
