@@ -21,19 +21,19 @@
 
 /* Creation parameters. Strings and arrays are copied at create. */
 struct ctl_member_cfg {
-	const char *group;	  /* group name, 1..63 bytes */
-	uint32_t id;		  /* this member's id (rank), < expected */
-	uint32_t expected;	  /* group size at formation, 1..CTL_MAX_MEMBERS */
-	const char *coordinator;  /* backend spec (above); NULL = FTCC_COORDINATOR */
-	const char *const *addrs; /* embedded: "host:port" control address of each member id
+	const char *group;	      /* group name, 1..63 bytes */
+	uint32_t id;		      /* this member's id (rank), < expected */
+	uint32_t expected;	      /* group size at formation, 1..CTL_MAX_MEMBERS */
+	const char *coordinator;      /* backend spec (above); NULL = FTCC_COORDINATOR */
+	const char *const *addrs;     /* embedded: "host:port" control address of each member id
 				   * (expected entries; this member listens on addrs[id]) */
-	int join;		  /* 1: (re)join a running group instead of forming it */
-	int catchup;		  /* with join: non-contributor until ctl_member_ready() */
-	const void *info;	  /* opaque blob published with this member in every view */
-	size_t info_len;	  /* <= CTL_INFO_MAX */
-	int64_t timeout_ms;	  /* 0 = FTCC_FAILURE_TIMEOUT_MS */
-	int64_t hb_ms;		  /* 0 = FTCC_HEARTBEAT_MS rule */
-	int64_t connect_timeout_ms; /* 0 = FTCC_CONNECT_TIMEOUT_MS */
+	int join;		      /* 1: (re)join a running group instead of forming it */
+	int catchup;		      /* with join: non-contributor until ctl_member_ready() */
+	const void *info;	      /* opaque blob published with this member in every view */
+	size_t info_len;	      /* <= CTL_INFO_MAX */
+	int64_t timeout_ms;	      /* 0 = FTCC_FAILURE_TIMEOUT_MS */
+	int64_t hb_ms;		      /* 0 = FTCC_HEARTBEAT_MS rule */
+	int64_t connect_timeout_ms;   /* 0 = FTCC_CONNECT_TIMEOUT_MS */
 	void (*on_change)(void *arg); /* optional: called on the control thread after every view
 				       * or state change; must not block or call ctl_member_* */
 	void *on_change_arg;

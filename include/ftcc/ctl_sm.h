@@ -63,9 +63,9 @@ struct ctl_coord_cfg {
 
 	/* Takeover (embedded): the hosting member's state when it lost the coordinator. */
 	int takeover;
-	uint64_t epoch;			/* its epoch */
-	uint64_t max_epoch;		/* highest epoch number it saw, proposals included */
-	uint32_t nmembers;		/* its view */
+	uint64_t epoch;			      /* its epoch */
+	uint64_t max_epoch;		      /* highest epoch number it saw, proposals included */
+	uint32_t nmembers;		      /* its view */
 	const struct ctl_member_rec *members; /* CTL_MF_DEAD marks its death evidence */
 	uint32_t suspect;		      /* the coordinator it lost (not awaited), or none */
 };
@@ -129,9 +129,9 @@ struct ctl_msm_cfg {
 	uint32_t id;
 	uint32_t expected;
 	uint64_t incarnation;
-	int daemon;	 /* 1: the coordinator is a daemon (no takeover); 0: embedded */
-	int join;	 /* start by joining a running group (restart or new member) */
-	int catchup;	 /* join as a non-contributor until ctl_msm_ready() */
+	int daemon;  /* 1: the coordinator is a daemon (no takeover); 0: embedded */
+	int join;    /* start by joining a running group (restart or new member) */
+	int catchup; /* join as a non-contributor until ctl_msm_ready() */
 	uint64_t timeout_ms;
 	uint64_t hb_ms;
 	uint64_t connect_timeout_ms; /* BOOT/JOINING: give up after this long */

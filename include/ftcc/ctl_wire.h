@@ -48,8 +48,9 @@ enum ctl_type {
 
 /* SUSPECT evidence. */
 enum ctl_evidence {
-	CTL_EV_DEATH = 1,   /* reset or closed by the peer's kernel: acts at once */
-	CTL_EV_SILENCE = 2, /* no traffic for the failure timeout: needs the coordinator's verdict */
+	CTL_EV_DEATH = 1, /* reset or closed by the peer's kernel: acts at once */
+	CTL_EV_SILENCE =
+		2, /* no traffic for the failure timeout: needs the coordinator's verdict */
 };
 
 /* REFUSE codes. */
@@ -78,7 +79,7 @@ struct ctl_member_rec {
 struct ctl_msg {
 	uint16_t type;
 	uint64_t group_id; /* ctl_group_id(group name) */
-	uint64_t epoch;	   /* sender's epoch (HELLO, HB, ACK, ...); the epoch itself (VIEW, PROPOSE) */
+	uint64_t epoch; /* sender's epoch (HELLO, HB, ACK, ...); the epoch itself (VIEW, PROPOSE) */
 
 	/* HELLO */
 	uint32_t member;      /* sender's member id */

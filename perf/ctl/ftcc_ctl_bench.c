@@ -39,7 +39,7 @@ static uint64_t now_ns(void)
 
 static void sleep_ms(int ms)
 {
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 
 	nanosleep(&ts, NULL);
 }
@@ -59,7 +59,7 @@ struct shared {
 
 static int free_port(void)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(a);
 	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
 
@@ -178,12 +178,12 @@ static int failover_once(int n, const char *kind, int timeout_ms, double *out_ms
 	for (i = 0; i < n; i++) {
 		pids[i] = fork();
 		if (pids[i] == 0) {
-			struct ctl_member_cfg cfg = {.group = group,
-						     .id = (uint32_t)i,
-						     .expected = (uint32_t)n,
-						     .coordinator = "",
-						     .addrs = addrs,
-						     .timeout_ms = timeout_ms};
+			struct ctl_member_cfg cfg = { .group = group,
+						      .id = (uint32_t)i,
+						      .expected = (uint32_t)n,
+						      .coordinator = "",
+						      .addrs = addrs,
+						      .timeout_ms = timeout_ms };
 
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			_exit(run_member(&cfg, &sh->s[i], &sh->stop));
@@ -267,8 +267,8 @@ static double cpu_s(pid_t pid)
 	}
 	fclose(f);
 	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) !=
-			  2) {
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2) {
 		return -1;
 	}
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
@@ -308,19 +308,19 @@ static int scale(int n, int seconds)
 	sleep_ms(200);
 	last_pid = fork();
 	if (last_pid == 0) {
-		struct ctl_member_cfg cfg = {.group = group,
-					     .id = (uint32_t)(n - 1),
-					     .expected = (uint32_t)n,
-					     .coordinator = spec};
+		struct ctl_member_cfg cfg = { .group = group,
+					      .id = (uint32_t)(n - 1),
+					      .expected = (uint32_t)n,
+					      .coordinator = spec };
 
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		_exit(run_member(&cfg, &sh->s[n - 1], &sh->stop));
 	}
 	for (i = 0; i < n - 1; i++) {
-		struct ctl_member_cfg cfg = {.group = group,
-					     .id = (uint32_t)i,
-					     .expected = (uint32_t)n,
-					     .coordinator = spec};
+		struct ctl_member_cfg cfg = { .group = group,
+					      .id = (uint32_t)i,
+					      .expected = (uint32_t)n,
+					      .coordinator = spec };
 
 		if (ctl_member_create(&cfg, &ms[i])) {
 			fprintf(stderr, "scale: member %d could not start\n", i);
@@ -416,10 +416,9 @@ out:
 
 static void usage(void)
 {
-	fprintf(stderr,
-		"usage: ftcc-ctl-bench failover [-n members] [-k kill-member|kill-coord|"
-		"stop-member] [-r reps] [-t timeout_ms]\n"
-		"       ftcc-ctl-bench scale [-n members] [-d seconds]\n");
+	fprintf(stderr, "usage: ftcc-ctl-bench failover [-n members] [-k kill-member|kill-coord|"
+			"stop-member] [-r reps] [-t timeout_ms]\n"
+			"       ftcc-ctl-bench scale [-n members] [-d seconds]\n");
 }
 
 int main(int argc, char **argv)

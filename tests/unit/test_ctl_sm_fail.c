@@ -430,3 +430,33 @@ Test(ctl_sm, deposed_host_with_an_open_proposal_does_not_split_the_group)
 	FN_CHECK(fn);
 	fn_free(fn);
 }
+
+Test(ctl_sm, two_members_epoch_number_never_reused)
+{
+	struct fn *fn = formed(2);
+	uint64_t e;
+
+	/* Move the coordinator to member 1 (0 dies and comes back). */
+	fn_kill(fn, 0);
+	cr_assert_eq(FN_WAIT_VIEW(fn, FN_BIT(1), 3000, 1), 0);
+	fn_run(fn, 300);
+	fn_restart(fn, 0, 0);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0x3, 3000, 0, 1), 0);
+	fn_run(fn, 300);
+	/* 1 stops: 0 (the lowest id) goes on alone in a new epoch, as the 2-member rule says. */
+	fn_freeze(fn, 1);
+	cr_assert_eq(FN_WAIT_VIEW(fn, FN_BIT(0), TIMEOUT + 3000, 0), 0);
+	e = fn_view(fn, 0)->epoch;
+	fn_run(fn, 300);
+	/* 0 dies and its next process asks the stopped 1 to join. When 1 runs again it holds death
+	 * evidence against the 0 that went on without it: whatever it does, it must not commit
+	 * epoch e (or any number 0 may have used) again. */
+	fn_restart(fn, 0, 0);
+	fn_run(fn, 1500);
+	fn_thaw(fn, 1);
+	fn_run(fn, 10000);
+	cr_expect_eq(fn_seen_at(fn, 1, e), UINT64_MAX, "member 1 has an epoch %llu of its own",
+		     (unsigned long long)e);
+	FN_CHECK(fn);
+	fn_free(fn);
+}
