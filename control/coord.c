@@ -304,7 +304,7 @@ static int coord_may_proceed(struct ctl_coord *c, const uint8_t *is_live, char *
 		base[nbase++] = i;
 		if (is_live[i]) {
 			live[nlive++] = i;
-		} else if (s->remove_death || s->dead) {
+		} else if ((s->remove_death || s->dead) && !s->deserted) {
 			ndead_out++;
 		}
 	}
@@ -411,9 +411,23 @@ static uint64_t prop_boundary(struct ctl_coord *c, int removal)
  * everyone gets the VIEW. */
 void coord_commit(struct ctl_coord *c, uint64_t now)
 {
+	uint8_t live[CTL_MAX_MEMBERS];
+	char why[CTL_TEXT_MAX];
 	int removal = 0;
 	uint64_t b;
 	uint32_t i;
+
+	/* The safety rule once more, over the members that answered: whatever the reason for
+	 * the change, the ones who go on must be a quorum of the epoch, or all the rest dead. */
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		live[i] = s->state == SLOT_IN && s->in_prop && s->acked;
+	}
+	if (!coord_may_proceed(c, live, why, sizeof(why), "the coordinator")) {
+		coord_stop(c, CTL_REF_NO_QUORUM, "%s", why);
+		return;
+	}
 
 	for (i = 0; i < c->n; i++) {
 		removal |= c->slots[i].state == SLOT_IN && !c->slots[i].in_prop;
@@ -466,6 +480,7 @@ void coord_commit(struct ctl_coord *c, uint64_t now)
 			s->join_start = b;
 			s->rec.done = b;
 			s->dead = 0; /* evidence was against the incarnation this one replaces */
+			s->deserted = 0;
 			s->reported = 0;
 			s->next_op = s->done_op = b;
 			s->last_rx = now;

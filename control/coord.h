@@ -36,10 +36,11 @@ struct coord_slot {
 	int in_prop, acked;	  /* in the open proposal's list; ACKed it */
 	uint32_t prop_flags;	  /* its flags in the open proposal */
 	int reported, dead;	  /* TAKEOVER: sent its report; someone holds death evidence */
-	uint64_t gone_epoch;	  /* removed at this epoch (for the stale refusal text) */
-	uint64_t gone_inc;	  /* incarnation that was removed */
-	uint64_t silence_since;	  /* first SILENCE suspicion against it, 0 none */
-	uint32_t silence_by;	  /* who reported it */
+	int deserted; /* said it lost us: it may be in a newer epoch, so its death proves nothing */
+	uint64_t gone_epoch;	/* removed at this epoch (for the stale refusal text) */
+	uint64_t gone_inc;	/* incarnation that was removed */
+	uint64_t silence_since; /* first SILENCE suspicion against it, 0 none */
+	uint32_t silence_by;	/* who reported it */
 };
 
 struct ctl_coord {

@@ -163,6 +163,17 @@ static void hello_running(struct ctl_coord *c, struct coord_slot *s, uint32_t co
 		hello_join(c, s, conn, m, now);
 		return;
 	}
+	if (m->epoch > c->epoch) {
+		/* it follows a newer epoch than ours: another coordinator took over */
+		if (s->state == SLOT_IN && s->rec.incarnation == m->incarnation) {
+			s->deserted = 1;
+		}
+		coord_refuse(c, conn, CTL_REF_NOT_COORD, CTL_NO_MEMBER,
+			     "this coordinator of group %s is at epoch %" PRIu64
+			     ", older than the member's %" PRIu64,
+			     c->cfg.group, c->epoch, m->epoch);
+		return;
+	}
 	if (s->state == SLOT_IN && s->rec.incarnation == m->incarnation) {
 		attach(c, s, conn, m, now);
 		if (!s->remove) {
@@ -258,6 +269,7 @@ static void on_suspect(struct ctl_coord *c, uint32_t r, const struct ctl_msg *m,
 		c->slots[r].abandoned_conn = c->slots[r].conn;
 		c->slots[r].reported = 0;
 		c->slots[r].acked = 0;
+		c->slots[r].deserted = 1;
 		return;
 	}
 	if (m->peer >= c->n || c->slots[m->peer].state != SLOT_IN || m->peer == r) {
