@@ -234,7 +234,7 @@ static void member_msm_cfg(const struct ctl_member *m, const struct ctl_member_c
 	snprintf(sc->group, sizeof(sc->group), "%s", m->group);
 	sc->id = m->id;
 	sc->expected = m->expected;
-	sc->incarnation = rt_incarnation();
+	sc->incarnation = cfg->incarnation ? cfg->incarnation : rt_incarnation();
 	sc->daemon = m->backend == RT_DAEMON;
 	sc->join = cfg->join;
 	sc->catchup = cfg->catchup;

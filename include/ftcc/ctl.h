@@ -34,6 +34,8 @@ struct ctl_member_cfg {
 	int64_t timeout_ms;	      /* 0 = FTCC_FAILURE_TIMEOUT_MS */
 	int64_t hb_ms;		      /* 0 = FTCC_HEARTBEAT_MS rule */
 	int64_t connect_timeout_ms;   /* 0 = FTCC_CONNECT_TIMEOUT_MS */
+	uint64_t incarnation;	      /* 0 = a random one; the engine passes its own so the data
+				       * plane can name it */
 	void (*on_change)(void *arg); /* optional: called on the control thread after every view
 				       * or state change; must not block or call ctl_member_* */
 	void *on_change_arg;

@@ -30,33 +30,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Element types; the values are NCCL's ncclDataType_t (2.24 and later) so they convert by
- * cast (static asserts in the unit tests). */
-enum ftcc_dtype {
-	FTCC_INT8 = 0,
-	FTCC_UINT8 = 1,
-	FTCC_INT32 = 2,
-	FTCC_UINT32 = 3,
-	FTCC_INT64 = 4,
-	FTCC_UINT64 = 5,
-	FTCC_FLOAT16 = 6,
-	FTCC_FLOAT32 = 7,
-	FTCC_FLOAT64 = 8,
-	FTCC_BFLOAT16 = 9,
-	FTCC_FP8_E4M3 = 10,
-	FTCC_FP8_E5M2 = 11,
-	FTCC_DTYPE_COUNT = 12
-};
+#include "ftcc.h"
 
-/* Built-in operators; the values are NCCL's ncclRedOp_t (note MAX before MIN). */
-enum ftcc_redop {
-	FTCC_SUM = 0,
-	FTCC_PROD = 1,
-	FTCC_MAX = 2,
-	FTCC_MIN = 3,
-	FTCC_AVG = 4,
-	FTCC_REDOP_COUNT = 5
-};
+/* enum ftcc_dtype and enum ftcc_redop are public: ftcc.h. */
 
 /* Bytes per element of @dtype; 0 for an unknown type. */
 size_t ftcc_dtype_size(enum ftcc_dtype dtype);

@@ -35,6 +35,16 @@
 	X(COORDINATOR, STR, "", 0, 0,                                                              \
 	  "membership backend: empty = embedded, host:port = ftcc-coordinator daemon, "            \
 	  "etcd://... reserved")                                                                   \
+	X(DEGRADED, STR, "rescale", 0, 0,                                                          \
+	  "result over fewer members than the group's size: rescale, sum or fail")                 \
+	X(ALGO, STR, "auto", 0, 0,                                                                 \
+	  "allreduce algorithm: auto (by size), ring or rd; the same on every member")             \
+	X(RD_MAX_BYTES, INT, 65536, 0, 1073741824,                                                 \
+	  "auto: recursive doubling up to this size, the ring above")                              \
+	X(SEGMENT_BYTES, INT, 1048576, 4096, 1073741824,                                           \
+	  "ring pipeline segment: each ring step moves its chunk in pieces of this size")          \
+	X(FAULT, STR, "", 0, 0,                                                                    \
+	  "test-only: point:seq[:step[:action]] makes this process die at an engine phase")        \
 	X(INJECT, STR, "", 0, 0,                                                                   \
 	  "test-only fault injection: name[:count] of a syscall wrapper to fail")
 

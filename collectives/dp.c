@@ -1,0 +1,537 @@
+/* Data plane: creation (listening socket, published address), the peer table of the current
+ * epoch, and the progress loop (passes over the transfers, a short spin, then poll() with the
+ * abort eventfd), dp_run() and dp_abort(). Connections live in dp_conn.c, frames in dp_frame.c.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dp_int.h"
+#include "ftcc/log.h"
+#include "ftcc/settings.h"
+#include "ftcc/sys.h"
+#include "ftcc/tcp_dev.h"
+
+int64_t dp_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int dp_tag_cmp(const struct dp_tag *a, const struct dp_tag *b)
+{
+	if (a->seq != b->seq)
+		return a->seq < b->seq ? -1 : 1;
+	if (a->epoch != b->epoch)
+		return a->epoch < b->epoch ? -1 : 1;
+	if (a->phase != b->phase)
+		return a->phase < b->phase ? -1 : 1;
+	if (a->step != b->step)
+		return a->step < b->step ? -1 : 1;
+	return 0;
+}
+
+/* Resolves numeric @host (brackets allowed around IPv6) and @port into @ss. 0 or -EINVAL. */
+static int dp_resolve(const char *host, const char *port, int flags, struct sockaddr_storage *ss,
+		      socklen_t *len)
+{
+	char h[DP_ADDR_MAX];
+	size_t hl = strlen(host);
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = flags }, *res = NULL;
+
+	if (hl >= sizeof(h))
+		return -EINVAL;
+	if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+		memcpy(h, host + 1, hl - 2);
+		h[hl - 2] = '\0';
+	} else {
+		memcpy(h, host, hl + 1);
+	}
+	if (getaddrinfo(h, port, &hints, &res) != 0 || !res)
+		return -EINVAL;
+	if (res->ai_addrlen > sizeof(*ss)) {
+		freeaddrinfo(res);
+		return -EINVAL;
+	}
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*len = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+/* Parses a published "host:port" / "[v6]:port". 0 or -EINVAL. */
+static int dp_parse_addr(const char *text, struct sockaddr_storage *ss, socklen_t *len)
+{
+	char host[DP_ADDR_MAX];
+	const char *colon = strrchr(text, ':');
+
+	if (!colon || colon == text || (size_t)(colon - text) >= sizeof(host) || !colon[1])
+		return -EINVAL;
+	memcpy(host, text, (size_t)(colon - text));
+	host[colon - text] = '\0';
+	if (strchr(host, ':') && host[0] != '[')
+		return -EINVAL; /* IPv6 must be bracketed */
+	return dp_resolve(host, colon + 1, AI_NUMERICHOST | AI_NUMERICSERV, ss, len);
+}
+
+/* Picks the bind address: @cfg's host, else the first discovered device. */
+static int dp_bind_addr(const struct dp_cfg *cfg, struct sockaddr_storage *ss, socklen_t *len)
+{
+	struct tcp_dev devs[TCP_DEV_MAX];
+	int n;
+
+	if (cfg->bind_host)
+		return dp_resolve(cfg->bind_host, "0", AI_NUMERICSERV, ss, len);
+	n = tcp_dev_discover(devs, TCP_DEV_MAX);
+	if (n < 0)
+		return n;
+	if (n == 0)
+		return -ENODEV;
+	memcpy(ss, &devs[0].addr, devs[0].addr_len);
+	*len = devs[0].addr_len;
+	return 0;
+}
+
+/* Opens the listening socket on dp->self_sa and writes dp->addr. 0 or -errno. */
+static int dp_listen(struct dp *dp)
+{
+	struct sockaddr_storage ss;
+	socklen_t sslen = sizeof(ss);
+	char host[INET6_ADDRSTRLEN + 16], port[8];
+	int one = 1, rc;
+
+	dp->lfd = ftcc_sys_socket(dp->self_sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	if (dp->lfd < 0)
+		return -errno;
+	setsockopt(dp->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	dp_sock_opts(dp->lfd); /* buffer sizes before listen(): accepted sockets inherit them */
+	if (ftcc_sys_bind(dp->lfd, (struct sockaddr *)&dp->self_sa, dp->self_salen) < 0 ||
+	    ftcc_sys_listen(dp->lfd, 128) < 0 ||
+	    getsockname(dp->lfd, (struct sockaddr *)&ss, &sslen) < 0)
+		return -errno;
+	rc = getnameinfo((struct sockaddr *)&ss, sslen, host, sizeof(host), port, sizeof(port),
+			 NI_NUMERICHOST | NI_NUMERICSERV);
+	if (rc != 0)
+		return -EINVAL;
+	if (ss.ss_family == AF_INET6)
+		rc = snprintf(dp->addr, sizeof(dp->addr), "[%s]:%s", host, port);
+	else
+		rc = snprintf(dp->addr, sizeof(dp->addr), "%s:%s", host, port);
+	return rc < 0 || (size_t)rc >= sizeof(dp->addr) ? -ENAMETOOLONG : 0;
+}
+
+int dp_create(const struct dp_cfg *cfg, struct dp **out)
+{
+	struct dp *dp;
+	int rc;
+
+	if (!cfg || !out)
+		return -EINVAL;
+	*out = NULL;
+	dp = calloc(1, sizeof(*dp));
+	if (!dp)
+		return -ENOMEM;
+	dp->cfg = *cfg;
+	dp->cfg.bind_host = NULL; /* not ours to keep */
+	dp->lfd = dp->wake = -1;
+	dp->connect_ms = cfg->connect_timeout_ms > 0 ?
+				 cfg->connect_timeout_ms :
+				 ftcc_setting_int(FTCC_SET_CONNECT_TIMEOUT_MS);
+	rc = dp_bind_addr(cfg, &dp->self_sa, &dp->self_salen);
+	if (rc) {
+		ftcc_warn("dp: no address to listen on (%s): %s",
+			  cfg->bind_host ? cfg->bind_host : "first interface", strerror(-rc));
+		goto free_dp;
+	}
+	rc = dp_listen(dp);
+	if (rc) {
+		ftcc_warn("dp: cannot listen: %s", strerror(-rc));
+		goto close_listen;
+	}
+	dp->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (dp->wake < 0) {
+		rc = -errno;
+		goto close_listen;
+	}
+	ftcc_info("dp: member %u incarnation %llu listening on %s", cfg->self_id,
+		  (unsigned long long)cfg->incarnation, dp->addr);
+	*out = dp;
+	return 0;
+
+close_listen:
+	if (dp->lfd >= 0)
+		close(dp->lfd);
+free_dp:
+	free(dp);
+	return rc;
+}
+
+const char *dp_addr(const struct dp *dp)
+{
+	return dp->addr;
+}
+
+struct dp_peer_ent *dp_peer_find(struct dp *dp, uint32_t id)
+{
+	uint32_t lo = 0, hi = dp->npeers;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (dp->peers[mid].id == id)
+			return &dp->peers[mid];
+		if (dp->peers[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static int peer_ent_cmp(const void *a, const void *b)
+{
+	const struct dp_peer_ent *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int dp_set_peers(struct dp *dp, const struct dp_peer *peers, uint32_t n)
+{
+	struct dp_peer_ent *ents;
+	uint32_t m = 0;
+
+	if (!dp || (n > 0 && !peers))
+		return -EINVAL;
+	ents = calloc(n ? n : 1, sizeof(*ents));
+	if (!ents)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		if (peers[i].id == dp->cfg.self_id)
+			continue;
+		struct dp_peer_ent *e = &ents[m];
+
+		if (memchr(peers[i].addr, '\0', DP_ADDR_MAX) == NULL ||
+		    dp_parse_addr(peers[i].addr, &e->sa, &e->salen)) {
+			ftcc_warn("dp: member %u has a malformed address", peers[i].id);
+			free(ents);
+			return -EINVAL;
+		}
+		e->id = peers[i].id;
+		e->inc = peers[i].incarnation;
+		m++;
+	}
+	qsort(ents, m, sizeof(*ents), peer_ent_cmp);
+	for (uint32_t i = 1; i < m; i++) {
+		if (ents[i].id == ents[i - 1].id) {
+			free(ents);
+			return -EINVAL;
+		}
+	}
+	/* Keep the connections of members listed again with the same incarnation. */
+	for (uint32_t i = 0; i < dp->npeers; i++) {
+		struct dp_peer_ent *old = &dp->peers[i];
+		struct dp_peer_ent *e = bsearch(old, ents, m, sizeof(*ents), peer_ent_cmp);
+
+		if (!old->conn)
+			continue;
+		if (e && e->inc == old->inc) {
+			e->conn = old->conn;
+		} else {
+			ftcc_info("dp: closing the connection to member %u incarnation %llu (%s)",
+				  old->id, (unsigned long long)old->inc,
+				  e ? "new incarnation" : "left the epoch");
+			dp_conn_free(old->conn);
+		}
+		old->conn = NULL;
+	}
+	free(dp->peers);
+	dp->peers = ents;
+	dp->npeers = m;
+	dp_pending_adopt(dp);
+	return 0;
+}
+
+/* Resolves the peers of @n transfers into dp->xpeer. 0 or -EINVAL. */
+static int dp_map_xfers(struct dp *dp, struct dp_xfer *x, int n)
+{
+	if (n > dp->xpeer_cap) {
+		int cap = n < 16 ? 16 : n;
+		uint32_t *p = realloc(dp->xpeer, (size_t)cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		dp->xpeer = p;
+		dp->xpeer_cap = cap;
+	}
+	for (int i = 0; i < n; i++) {
+		struct dp_peer_ent *pe = dp_peer_find(dp, x[i].peer);
+
+		if (!pe || (x[i].dir != DP_SEND && x[i].dir != DP_RECV) ||
+		    (x[i].len > 0 && !x[i].buf))
+			return -EINVAL;
+		dp->xpeer[i] = (uint32_t)(pe - dp->peers);
+	}
+	return 0;
+}
+
+/* Marks what each peer of the call still has to move. Returns how many transfers are open. */
+static int dp_mark_wants(struct dp *dp, struct dp_call *call)
+{
+	int open = 0;
+
+	for (int i = 0; i < call->n; i++) {
+		struct dp_peer_ent *pe = &dp->peers[dp->xpeer[i]];
+
+		pe->want_tx = pe->want_rx = 0;
+	}
+	for (int i = 0; i < call->n; i++) {
+		struct dp_peer_ent *pe = &dp->peers[dp->xpeer[i]];
+
+		if (call->x[i].done)
+			continue;
+		open++;
+		if (call->x[i].dir == DP_SEND)
+			pe->want_tx = 1;
+		else
+			pe->want_rx = 1;
+	}
+	return open;
+}
+
+/* One non-blocking pass: accepts, set-ups and I/O of every peer the call has open transfers
+ * with. Returns how many transfers remain open, or an error. */
+static int dp_pass(struct dp *dp, struct dp_call *call)
+{
+	int rc;
+
+	if (call->accept_due) {
+		/* not while spinning: an accept() per retry would only cost */
+		call->accept_due = 0;
+		rc = dp_accept_pass(dp, call);
+		if (rc)
+			return rc;
+	}
+	dp->pass++;
+	if (dp_mark_wants(dp, call) == 0)
+		return 0;
+	for (int i = 0; i < call->n; i++) {
+		uint32_t pidx = dp->xpeer[i];
+		struct dp_peer_ent *pe = &dp->peers[pidx];
+
+		if (pe->stamp == dp->pass || (!pe->want_tx && !pe->want_rx))
+			continue;
+		pe->stamp = dp->pass;
+		rc = dp_conn_setup(dp, pe);
+		if (rc == 0)
+			continue;
+		if (rc > 0) {
+			rc = dp_conn_io(dp, pe, pidx, call);
+			if (rc == 0)
+				continue;
+			dp_conn_free(pe->conn);
+			pe->conn = NULL;
+		}
+		*call->bad_peer = pe->id;
+		return rc;
+	}
+	return dp_mark_wants(dp, call);
+}
+
+/* Adds @fd with @events to the poll set. 0 or -ENOMEM. */
+static int dp_poll_add(struct dp *dp, int *np, int fd, short events)
+{
+	if (*np == dp->pfd_cap) {
+		int cap = dp->pfd_cap ? dp->pfd_cap * 2 : 16;
+		struct pollfd *p = realloc(dp->pfd, (size_t)cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		dp->pfd = p;
+		dp->pfd_cap = cap;
+	}
+	dp->pfd[(*np)++] = (struct pollfd){ .fd = fd, .events = events };
+	return 0;
+}
+
+/* Sleeps in poll() until something the call waits for may have happened, at most @wait_ns. */
+static int dp_wait(struct dp *dp, struct dp_call *call, int64_t wait_ns)
+{
+	int np = 0, rc = 0;
+	int64_t now = dp_now_ns();
+
+	rc |= dp_poll_add(dp, &np, dp->wake, POLLIN);
+	rc |= dp_poll_add(dp, &np, dp->lfd, POLLIN);
+	for (uint32_t i = 0; i < dp->npending; i++) {
+		if (dp->pending[i]->state == DPC_ACCEPTED)
+			rc |= dp_poll_add(dp, &np, dp->pending[i]->fd, POLLIN);
+	}
+	dp->pass++;
+	for (int i = 0; i < call->n; i++) {
+		struct dp_peer_ent *pe = &dp->peers[dp->xpeer[i]];
+		short ev;
+
+		if (pe->stamp == dp->pass || !pe->conn)
+			continue;
+		pe->stamp = dp->pass;
+		if (pe->conn->state == DPC_BACKOFF && pe->conn->retry_ns - now < wait_ns)
+			wait_ns = pe->conn->retry_ns - now;
+		ev = dp_conn_events(dp, pe);
+		if (ev)
+			rc |= dp_poll_add(dp, &np, pe->conn->fd, ev);
+	}
+	if (rc)
+		return -ENOMEM;
+	if (wait_ns < 0)
+		wait_ns = 0;
+	rc = poll(dp->pfd, (nfds_t)np, (int)((wait_ns + 999999) / 1000000));
+	if (rc < 0 && errno != EINTR) {
+		ftcc_warn("dp: poll failed: %m");
+		return -errno;
+	}
+	return 0;
+}
+
+int dp_progress(struct dp *dp, struct dp_xfer *x, int n, int wait_ms, uint32_t *bad_peer)
+{
+	uint32_t bad_dummy;
+	struct dp_call call = {
+		.x = x, .n = n, .accept_due = 1, .bad_peer = bad_peer ? bad_peer : &bad_dummy
+	};
+	int64_t start, deadline, spin_end;
+	int rc;
+
+	if (!dp || n < 0 || (n > 0 && !x))
+		return -EINVAL;
+	if (atomic_load_explicit(&dp->aborted, memory_order_acquire))
+		return -ECANCELED;
+	rc = dp_map_xfers(dp, x, n);
+	if (rc)
+		return rc;
+	dp->gen++;
+	start = dp_now_ns();
+	deadline = start + (int64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000;
+	spin_end = start + DP_SPIN_NS;
+	for (;;) {
+		rc = dp_pass(dp, &call);
+		if (rc < 0)
+			return rc;
+		if (call.completed)
+			return call.completed;
+		if (rc == 0)
+			return 0; /* nothing left open: nothing can complete */
+		if (atomic_load_explicit(&dp->aborted, memory_order_acquire))
+			return -ECANCELED;
+		int64_t now = dp_now_ns();
+
+		if (now >= deadline)
+			return 0;
+		if (now < spin_end)
+			continue;
+		rc = dp_wait(dp, &call, deadline - now);
+		if (rc)
+			return rc;
+		call.accept_due = 1;
+		if (atomic_load_explicit(&dp->aborted, memory_order_acquire))
+			return -ECANCELED;
+	}
+}
+
+/* Before dp_run() gives up on @x (its check said stop, or a peer failed), finishes the frames
+ * it left half written, for up to DP_FLUSH_MS: they complete with the right data (the peer
+ * uses or drops them), where an abandoned half frame would cost the connection. */
+static void dp_flush_partial(struct dp *dp, const struct dp_xfer *x, int n)
+{
+	struct dp_xfer part[DP_FLUSH_MAX];
+	int np = 0;
+	int64_t end = dp_now_ns() + (int64_t)DP_FLUSH_MS * 1000000;
+	uint32_t bp;
+
+	for (int i = 0; i < n && np < DP_FLUSH_MAX; i++) {
+		struct dp_peer_ent *pe = dp_peer_find(dp, x[i].peer);
+
+		if (x[i].dir == DP_SEND && !x[i].done && x[i].hdr_state > 0 && pe && pe->conn &&
+		    pe->conn->state == DPC_READY && pe->conn->tx_partial)
+			part[np++] = x[i]; /* a copy: frames are known by tag, buffer and length */
+	}
+	for (int open = np; open > 0;) {
+		int64_t left = end - dp_now_ns();
+
+		if (left <= 0 || dp_progress(dp, part, np, (int)(left / 1000000) + 1, &bp) < 0)
+			break;
+		open = 0;
+		for (int i = 0; i < np; i++)
+			open += !part[i].done;
+	}
+}
+
+int dp_run(struct dp *dp, struct dp_xfer *x, int n, int (*check)(void *arg), void *arg,
+	   int check_ms, uint32_t *bad_peer)
+{
+	int64_t last, now;
+	int rc;
+
+	if (check_ms <= 0)
+		check_ms = 10;
+	last = dp_now_ns();
+	for (;;) {
+		int open = 0;
+
+		for (int i = 0; i < n; i++)
+			open += !x[i].done;
+		if (open == 0)
+			return 0;
+		rc = dp_progress(dp, x, n, check_ms, bad_peer);
+		if (rc < 0) {
+			if (rc != -ECANCELED)
+				dp_flush_partial(dp, x, n);
+			return rc;
+		}
+		now = dp_now_ns();
+		if (rc == 0 || now - last >= (int64_t)check_ms * 1000000) {
+			last = now;
+			rc = check ? check(arg) : 0;
+			if (rc) {
+				dp_flush_partial(dp, x, n);
+				return rc;
+			}
+		}
+	}
+}
+
+void dp_abort(struct dp *dp)
+{
+	uint64_t one = 1;
+
+	if (!dp)
+		return;
+	atomic_store_explicit(&dp->aborted, 1, memory_order_release);
+	if (write(dp->wake, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		ftcc_warn("dp: eventfd write failed: %m");
+}
+
+void dp_destroy(struct dp *dp)
+{
+	if (!dp)
+		return;
+	for (uint32_t i = 0; i < dp->npeers; i++)
+		dp_conn_free(dp->peers[i].conn);
+	for (uint32_t i = 0; i < dp->npending; i++)
+		dp_conn_free(dp->pending[i]);
+	if (dp->lfd >= 0)
+		close(dp->lfd);
+	if (dp->wake >= 0)
+		close(dp->wake);
+	free(dp->peers);
+	free(dp->xpeer);
+	free(dp->pfd);
+	free(dp);
+}

@@ -1,0 +1,457 @@
+/* Data plane connections: socket options, the HELLO exchange (connector side: non-blocking
+ * connect with retries while the peer is not listening yet; acceptor side: validation, pending
+ * connections from members the epoch does not name yet), and their refusal with one log line.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dp_int.h"
+#include "ftcc/log.h"
+#include "ftcc/settings.h"
+#include "ftcc/sys.h"
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+/* A decoded HELLO. */
+struct dp_hello {
+	uint32_t magic;
+	uint16_t version;
+	uint64_t group;
+	uint32_t from, to;
+	uint64_t from_inc, to_inc;
+};
+
+static void hello_encode(uint8_t *p, const struct dp *dp, uint32_t to, uint64_t to_inc)
+{
+	memset(p, 0, DP_HELLO_SIZE);
+	put32(p, DP_HELLO_MAGIC);
+	p[4] = DP_HELLO_VERSION;
+	put64(p + 8, dp->cfg.group_id);
+	put32(p + 16, dp->cfg.self_id);
+	put32(p + 20, to);
+	put64(p + 24, dp->cfg.incarnation);
+	put64(p + 32, to_inc);
+}
+
+static void hello_decode(const uint8_t *p, struct dp_hello *h)
+{
+	h->magic = get32(p);
+	h->version = (uint16_t)(p[4] | p[5] << 8);
+	h->group = get64(p + 8);
+	h->from = get32(p + 16);
+	h->to = get32(p + 20);
+	h->from_inc = get64(p + 24);
+	h->to_inc = get64(p + 32);
+}
+
+/* Checks the parts of a HELLO every side checks: version, group, addressed to us. Returns NULL
+ * or why it is refused. */
+static const char *hello_check(const struct dp *dp, const struct dp_hello *h)
+{
+	if (h->magic != DP_HELLO_MAGIC)
+		return "not a data plane HELLO";
+	if (h->version != DP_HELLO_VERSION)
+		return "foreign version";
+	if (h->group != dp->cfg.group_id)
+		return "another group";
+	if (h->to != dp->cfg.self_id || h->to_inc != dp->cfg.incarnation)
+		return "addressed to another member or incarnation";
+	if (h->from == dp->cfg.self_id)
+		return "from our own id";
+	return NULL;
+}
+
+void dp_sock_opts(int fd)
+{
+	int one = 1, sz = (int)ftcc_setting_int(FTCC_SET_SOCKBUF);
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (sz > 0) {
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	}
+}
+
+void dp_conn_free(struct dp_conn *c)
+{
+	if (!c)
+		return;
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c);
+}
+
+/* Removes pending entry @i (order is not kept). */
+static void pending_drop(struct dp *dp, uint32_t i, int free_it)
+{
+	if (free_it)
+		dp_conn_free(dp->pending[i]);
+	dp->pending[i] = dp->pending[--dp->npending];
+}
+
+/* Whether the call has open transfers with @pe. */
+static int call_uses(const struct dp *dp, const struct dp_call *call, const struct dp_peer_ent *pe)
+{
+	for (int i = 0; call && i < call->n; i++) {
+		if (!call->x[i].done && &dp->peers[dp->xpeer[i]] == pe)
+			return 1;
+	}
+	return 0;
+}
+
+/* Ties pending entry @i to @pe: replies with our HELLO and replaces @pe's connection. 0, or
+ * -EPIPE when the call was using the replaced connection. */
+static int pending_adopt(struct dp *dp, uint32_t i, struct dp_peer_ent *pe, struct dp_call *call)
+{
+	struct dp_conn *c = dp->pending[i];
+	struct dp_conn *old = pe->conn;
+	ssize_t n;
+
+	hello_encode(c->hello_out, dp, pe->id, pe->inc);
+	n = ftcc_sys_send(c->fd, c->hello_out, DP_HELLO_SIZE);
+	if (n != DP_HELLO_SIZE) {
+		/* 40 bytes into a fresh socket's empty buffer: anything else means it is gone */
+		ftcc_warn("dp: cannot answer the HELLO of member %u: %s", pe->id,
+			  n < 0 ? strerror(errno) : "short write");
+		pending_drop(dp, i, 1);
+		return 0;
+	}
+	pending_drop(dp, i, 0);
+	c->hout_off = DP_HELLO_SIZE;
+	c->state = DPC_READY;
+	pe->conn = c;
+	ftcc_info("dp: member %u incarnation %llu connected", pe->id, (unsigned long long)pe->inc);
+	if (!old)
+		return 0;
+	dp_conn_free(old);
+	if (!call_uses(dp, call, pe))
+		return 0;
+	ftcc_info("dp: member %u reconnected while transfers were in flight", pe->id);
+	*call->bad_peer = pe->id;
+	return -EPIPE;
+}
+
+/* Judges a complete HELLO on pending entry @i: refuses it (closed), adopts it, or keeps it
+ * waiting for an epoch that names its sender. */
+static int pending_hello(struct dp *dp, uint32_t i, struct dp_call *call)
+{
+	struct dp_conn *c = dp->pending[i];
+	struct dp_hello h;
+	struct dp_peer_ent *pe;
+	const char *why;
+
+	hello_decode(c->hello_in, &h);
+	why = hello_check(dp, &h);
+	if (!why && h.from > dp->cfg.self_id)
+		why = "the higher member id must not connect";
+	pe = why ? NULL : dp_peer_find(dp, h.from);
+	if (!why && pe && h.from_inc < pe->inc)
+		why = "stale incarnation";
+	if (why) {
+		ftcc_warn("dp: refusing a connection claiming member %u incarnation %llu "
+			  "(version %u, group %llx, to %u/%llu): %s",
+			  h.from, (unsigned long long)h.from_inc, h.version,
+			  (unsigned long long)h.group, h.to, (unsigned long long)h.to_inc, why);
+		pending_drop(dp, i, 1);
+		return 0;
+	}
+	c->peer_id = h.from;
+	c->peer_inc = h.from_inc;
+	if (pe && pe->inc == h.from_inc)
+		return pending_adopt(dp, i, pe, call);
+	c->state = DPC_UNKNOWN;
+	ftcc_info("dp: member %u incarnation %llu not in the epoch yet; holding its connection",
+		  h.from, (unsigned long long)h.from_inc);
+	return 0;
+}
+
+/* Reads on pending entry @i. 0, or -EPIPE from an adoption. */
+static int pending_read(struct dp *dp, uint32_t i, struct dp_call *call)
+{
+	struct dp_conn *c = dp->pending[i];
+	ssize_t n = ftcc_sys_recv(c->fd, c->hello_in + c->hin_off, DP_HELLO_SIZE - c->hin_off);
+
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	if (n <= 0) {
+		ftcc_warn("dp: an accepted connection closed before its HELLO (%s)",
+			  n == 0 ? "EOF" : strerror(errno));
+		pending_drop(dp, i, 1);
+		return 0;
+	}
+	c->hin_off += (uint32_t)n;
+	if (c->hin_off >= 4 && get32(c->hello_in) != DP_HELLO_MAGIC) {
+		ftcc_warn("dp: refusing an accepted connection: not a data plane HELLO");
+		pending_drop(dp, i, 1);
+		return 0;
+	}
+	if (c->hin_off < DP_HELLO_SIZE)
+		return 0;
+	return pending_hello(dp, i, call);
+}
+
+int dp_accept_pass(struct dp *dp, struct dp_call *call)
+{
+	int64_t now = dp_now_ns();
+
+	for (int k = 0; k < 16; k++) {
+		int fd = ftcc_sys_accept(dp->lfd, NULL, NULL);
+		struct dp_conn *c;
+
+		if (fd < 0)
+			break;
+		if (dp->npending == DP_PENDING_MAX) {
+			ftcc_warn("dp: %u connections wait for their HELLO already; refusing one",
+				  DP_PENDING_MAX);
+			close(fd);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		dp_sock_opts(fd);
+		c->fd = fd;
+		c->state = DPC_ACCEPTED;
+		c->deadline_ns = now + (int64_t)DP_PENDING_MS * 1000000;
+		dp->pending[dp->npending++] = c;
+	}
+	for (uint32_t i = dp->npending; i-- > 0;) {
+		struct dp_conn *c = dp->pending[i];
+		int rc;
+
+		if (now > c->deadline_ns) {
+			if (c->state == DPC_ACCEPTED)
+				ftcc_warn("dp: no HELLO on an accepted connection within %d ms; "
+					  "closing it",
+					  DP_PENDING_MS);
+			else
+				ftcc_warn("dp: member %u incarnation %llu not named by an epoch "
+					  "within %d ms; closing its connection",
+					  c->peer_id, (unsigned long long)c->peer_inc,
+					  DP_PENDING_MS);
+			pending_drop(dp, i, 1);
+			continue;
+		}
+		if (c->state != DPC_ACCEPTED)
+			continue;
+		rc = pending_read(dp, i, call);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+void dp_pending_adopt(struct dp *dp)
+{
+	for (uint32_t i = dp->npending; i-- > 0;) {
+		struct dp_conn *c = dp->pending[i];
+		struct dp_peer_ent *pe;
+
+		if (c->state != DPC_UNKNOWN)
+			continue;
+		pe = dp_peer_find(dp, c->peer_id);
+		if (!pe || pe->inc < c->peer_inc)
+			continue; /* still unknown, or newer than this epoch knows */
+		if (pe->inc == c->peer_inc) {
+			pending_adopt(dp, i, pe, NULL);
+			continue;
+		}
+		ftcc_warn("dp: refusing held connection of member %u: incarnation %llu, the epoch "
+			  "names %llu",
+			  c->peer_id, (unsigned long long)c->peer_inc, (unsigned long long)pe->inc);
+		pending_drop(dp, i, 1);
+	}
+}
+
+/* Fails @pe's set-up for good: logs, frees the connection. Returns -EPIPE. */
+static int setup_fail(struct dp_peer_ent *pe, const char *what, int err)
+{
+	ftcc_warn("dp: cannot connect to member %u incarnation %llu: %s%s%s", pe->id,
+		  (unsigned long long)pe->inc, what, err ? ": " : "", err ? strerror(err) : "");
+	dp_conn_free(pe->conn);
+	pe->conn = NULL;
+	return -EPIPE;
+}
+
+/* A connect attempt failed with @err: retry after a back-off unless the bound is near. */
+static int setup_retry(struct dp_peer_ent *pe, int err, int64_t now)
+{
+	struct dp_conn *c = pe->conn;
+
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	if (now >= c->deadline_ns)
+		return setup_fail(pe, "connect", err);
+	ftcc_trace("dp: connect to member %u failed (%s); retrying in %d ms", pe->id, strerror(err),
+		   c->backoff_ms);
+	c->state = DPC_BACKOFF;
+	c->retry_ns = now + (int64_t)c->backoff_ms * 1000000;
+	if (c->retry_ns > c->deadline_ns)
+		c->retry_ns = c->deadline_ns; /* one last try at the bound */
+	c->backoff_ms =
+		c->backoff_ms * 2 > DP_BACKOFF_MAX_MS ? DP_BACKOFF_MAX_MS : c->backoff_ms * 2;
+	return 0;
+}
+
+/* Starts a non-blocking connect to @pe. */
+static int setup_connect(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
+{
+	struct dp_conn *c = pe->conn;
+	int one = 1;
+
+	c->fd = ftcc_sys_socket(pe->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	if (c->fd < 0)
+		return setup_retry(pe, errno, now);
+	dp_sock_opts(c->fd);
+	if (dp->self_sa.ss_family == pe->sa.ss_family) {
+		/* leave from the published address; the port is picked at connect() time */
+		setsockopt(c->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+		if (ftcc_sys_bind(c->fd, (struct sockaddr *)&dp->self_sa, dp->self_salen) < 0)
+			return setup_retry(pe, errno, now);
+	}
+	if (ftcc_sys_connect(c->fd, (struct sockaddr *)&pe->sa, pe->salen) < 0) {
+		if (errno != EINPROGRESS)
+			return setup_retry(pe, errno, now);
+		c->state = DPC_CONNECTING;
+		return 0;
+	}
+	c->state = DPC_HELLO;
+	return 0;
+}
+
+/* Sends our HELLO and reads the reply. 1 when the connection is ready. */
+static int setup_hello(struct dp *dp, struct dp_peer_ent *pe)
+{
+	struct dp_conn *c = pe->conn;
+	struct dp_hello h;
+	const char *why;
+	ssize_t n;
+
+	if (c->hout_off < DP_HELLO_SIZE) {
+		if (c->hout_off == 0)
+			hello_encode(c->hello_out, dp, pe->id, pe->inc);
+		n = ftcc_sys_send(c->fd, c->hello_out + c->hout_off, DP_HELLO_SIZE - c->hout_off);
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			return setup_fail(pe, "HELLO", errno);
+		if (n > 0)
+			c->hout_off += (uint32_t)n;
+		if (c->hout_off < DP_HELLO_SIZE)
+			return 0;
+	}
+	n = ftcc_sys_recv(c->fd, c->hello_in + c->hin_off, DP_HELLO_SIZE - c->hin_off);
+	if (n == 0)
+		return setup_fail(pe, "closed during the HELLO (refused by the peer?)", 0);
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : setup_fail(pe, "HELLO", errno);
+	c->hin_off += (uint32_t)n;
+	if (c->hin_off < DP_HELLO_SIZE)
+		return 0;
+	hello_decode(c->hello_in, &h);
+	why = hello_check(dp, &h);
+	if (!why && (h.from != pe->id || h.from_inc != pe->inc))
+		why = "answered by another member or incarnation";
+	if (why)
+		return setup_fail(pe, why, 0);
+	c->state = DPC_READY;
+	ftcc_info("dp: connected to member %u incarnation %llu", pe->id,
+		  (unsigned long long)pe->inc);
+	return 1;
+}
+
+int dp_conn_setup(struct dp *dp, struct dp_peer_ent *pe)
+{
+	struct dp_conn *c = pe->conn;
+	int64_t now;
+	int rc;
+
+	if (c && c->state == DPC_READY)
+		return 1;
+	if (!c && dp->cfg.self_id > pe->id)
+		return 0; /* the lower id connects to us */
+	now = dp_now_ns();
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		c->fd = -1;
+		c->state = DPC_BACKOFF;
+		c->peer_id = pe->id;
+		c->peer_inc = pe->inc;
+		c->backoff_ms = DP_BACKOFF_MIN_MS;
+		c->retry_ns = now;
+		c->deadline_ns = now + dp->connect_ms * 1000000;
+		pe->conn = c;
+	}
+	if (now > c->deadline_ns && c->state != DPC_BACKOFF)
+		return setup_fail(pe, "timed out", ETIMEDOUT);
+	if (c->state == DPC_BACKOFF) {
+		if (now < c->retry_ns)
+			return 0;
+		rc = setup_connect(dp, pe, now);
+		if (rc || !pe->conn || pe->conn->state != DPC_HELLO)
+			return rc;
+	}
+	if (c->state == DPC_CONNECTING) {
+		struct pollfd pfd = { .fd = c->fd, .events = POLLOUT };
+		int err = 0;
+		socklen_t len = sizeof(err);
+
+		if (poll(&pfd, 1, 0) <= 0)
+			return 0;
+		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+			err = errno;
+		if (err)
+			return setup_retry(pe, err, now);
+		c->state = DPC_HELLO;
+	}
+	return setup_hello(dp, pe);
+}
+
+short dp_conn_events(const struct dp *dp, const struct dp_peer_ent *pe)
+{
+	const struct dp_conn *c = pe->conn;
+	short ev = 0;
+
+	(void)dp;
+	switch (c->state) {
+	case DPC_CONNECTING:
+		return POLLOUT;
+	case DPC_HELLO:
+		return c->hout_off < DP_HELLO_SIZE ? POLLOUT : POLLIN;
+	case DPC_READY:
+		if (pe->want_tx)
+			ev |= POLLOUT;
+		if (pe->want_rx && !(c->rx_mode == DPR_WAIT && c->rx_blocked))
+			ev |= POLLIN;
+		return ev;
+	default:
+		return 0;
+	}
+}

@@ -1,0 +1,358 @@
+/* Data plane frames on a ready connection: headers encoded and checked here, sends gathered
+ * into one writev per socket-buffer's worth straight from the transfers' buffers, receives
+ * matched by tag and read straight into the receiving buffer, stale frames drained.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "dp_int.h"
+#include "ftcc/log.h"
+#include "ftcc/sys.h"
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void hdr_encode(uint8_t *p, const struct dp_tag *t, uint64_t len)
+{
+	put32(p, DP_FRAME_MAGIC);
+	put32(p + 4, t->phase);
+	put64(p + 8, t->seq);
+	put64(p + 16, t->epoch);
+	put32(p + 24, t->step);
+	put32(p + 28, 0);
+	put64(p + 32, len);
+}
+
+/* Decodes the header in @c->rhdr. 0 or -EPROTO. */
+static int hdr_decode(struct dp_conn *c)
+{
+	const uint8_t *p = c->rhdr;
+
+	if (get32(p) != DP_FRAME_MAGIC || get32(p + 28) != 0)
+		return -EPROTO;
+	c->rx_tag.phase = get32(p + 4);
+	c->rx_tag.seq = get64(p + 8);
+	c->rx_tag.epoch = get64(p + 16);
+	c->rx_tag.step = get32(p + 24);
+	c->rx_len = get64(p + 32);
+	c->rx_off = 0;
+	return 0;
+}
+
+/* Maps a failed or empty read/write to the dp error: -EPIPE for a closed or reset link. */
+static int io_error(const struct dp_peer_ent *pe, ssize_t n, const char *what)
+{
+	int err = n == 0 ? 0 : errno;
+
+	ftcc_info("dp: connection to member %u lost on %s: %s", pe->id, what,
+		  n == 0 ? "EOF" : strerror(err));
+	return -EPIPE;
+}
+
+static int would_block(void)
+{
+	return errno == EAGAIN || errno == EWOULDBLOCK;
+}
+
+/* Ties frames partly moved in an earlier call to this call's transfers. A receive no longer
+ * posted has the rest of its payload drained; a send no longer posted leaves half a frame on the
+ * stream, so the connection is closed (returns 1). */
+static int conn_rebind(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_call *call)
+{
+	struct dp_conn *c = pe->conn;
+	int found;
+
+	c->bind_gen = dp->gen;
+	c->rx_blocked = 0;
+	if (c->rx_mode == DPR_BODY) {
+		c->rx_x = NULL;
+		for (int i = 0; i < call->n && !c->rx_x; i++) {
+			struct dp_xfer *x = &call->x[i];
+
+			if (dp->xpeer[i] == pidx && x->dir == DP_RECV && !x->done &&
+			    x->buf == c->rx_buf && x->len == c->rx_len &&
+			    dp_tag_cmp(&x->tag, &c->rx_tag) == 0)
+				c->rx_x = x;
+		}
+		if (!c->rx_x)
+			c->rx_mode = DPR_DROP;
+	}
+	if (!c->tx_partial)
+		return 0;
+	found = 0;
+	for (int i = 0; i < call->n && !found; i++) {
+		struct dp_xfer *x = &call->x[i];
+
+		found = dp->xpeer[i] == pidx && x->dir == DP_SEND && !x->done &&
+			x->buf == c->tx_buf && x->len == c->tx_len &&
+			dp_tag_cmp(&x->tag, &c->tx_tag) == 0;
+	}
+	if (found)
+		return 0;
+	ftcc_info("dp: a frame to member %u was abandoned half sent; closing the connection",
+		  pe->id);
+	dp_conn_free(c);
+	pe->conn = NULL;
+	return 1;
+}
+
+/* The frame being sent is @x; records where it stands after @sent bytes in all. */
+static void tx_note(struct dp_conn *c, struct dp_xfer *x, uint64_t sent)
+{
+	x->hdr_state = sent < DP_FRAME_HDR ? (int)sent : DP_FRAME_HDR;
+	x->off = sent > DP_FRAME_HDR ? (size_t)(sent - DP_FRAME_HDR) : 0;
+	c->tx_partial = 1;
+	c->tx_tag = x->tag;
+	c->tx_len = x->len;
+	c->tx_buf = x->buf;
+	c->tx_sent = sent;
+}
+
+/* Writes this call's open sends to @pe, in array order, several frames per writev. 1 when
+ * every send went out, 0 when the socket is full, or -EPIPE. */
+static int conn_tx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_call *call)
+{
+	struct dp_conn *c = pe->conn;
+	uint8_t hdrs[DP_IOV_FRAMES][DP_FRAME_HDR];
+	struct iovec iov[2 * DP_IOV_FRAMES];
+	struct dp_xfer *fx[DP_IOV_FRAMES];
+	uint64_t fsent[DP_IOV_FRAMES];
+	int i = 0;
+
+	for (;;) {
+		int nf = 0, niov = 0, short_write = 0;
+		size_t want = 0;
+		ssize_t n;
+
+		/* A frame partly written goes first: it is the first open send in order unless
+		 * the caller reordered, so find it by identity. */
+		for (int k = 0; c->tx_partial && k < call->n; k++) {
+			struct dp_xfer *x = &call->x[k];
+
+			if (dp->xpeer[k] == pidx && x->dir == DP_SEND && !x->done &&
+			    x->buf == c->tx_buf && dp_tag_cmp(&x->tag, &c->tx_tag) == 0) {
+				fx[nf] = x;
+				fsent[nf++] = c->tx_sent;
+				break;
+			}
+		}
+		for (; i < call->n && nf < DP_IOV_FRAMES; i++) {
+			struct dp_xfer *x = &call->x[i];
+
+			if (dp->xpeer[i] != pidx || x->dir != DP_SEND || x->done ||
+			    (nf > 0 && fx[0] == x))
+				continue;
+			fx[nf] = x;
+			fsent[nf++] = 0;
+		}
+		if (nf == 0)
+			return 1;
+		for (int f = 0; f < nf; f++) {
+			struct dp_xfer *x = fx[f];
+
+			if (fsent[f] < DP_FRAME_HDR) {
+				hdr_encode(hdrs[f], &x->tag, x->len);
+				iov[niov].iov_base = hdrs[f] + fsent[f];
+				iov[niov++].iov_len = DP_FRAME_HDR - fsent[f];
+			}
+			uint64_t poff = fsent[f] > DP_FRAME_HDR ? fsent[f] - DP_FRAME_HDR : 0;
+
+			if (x->len > poff) {
+				iov[niov].iov_base = (uint8_t *)x->buf + poff;
+				iov[niov++].iov_len = x->len - poff;
+			}
+		}
+		for (int v = 0; v < niov; v++)
+			want += iov[v].iov_len;
+		n = ftcc_sys_sendv(c->fd, iov, niov);
+		if (n < 0)
+			return would_block() ? 0 : io_error(pe, n, "send");
+		if ((size_t)n < want)
+			short_write = 1;
+		for (int f = 0; f < nf && n > 0; f++) {
+			uint64_t total = DP_FRAME_HDR + (uint64_t)fx[f]->len;
+			uint64_t take =
+				total - fsent[f] < (uint64_t)n ? total - fsent[f] : (uint64_t)n;
+
+			n -= (ssize_t)take;
+			if (fsent[f] + take < total) {
+				tx_note(c, fx[f], fsent[f] + take);
+				break;
+			}
+			c->tx_partial = 0;
+			fx[f]->hdr_state = DP_FRAME_HDR;
+			fx[f]->off = fx[f]->len;
+			fx[f]->done = 1;
+			call->completed++;
+		}
+		if (short_write)
+			return 0; /* the socket buffer is full */
+	}
+}
+
+/* Finds the receive of this call that frame @c->rx_tag goes to; or tells it is stale (lower
+ * than every receive posted for @pidx): *@stale = 1. */
+static struct dp_xfer *rx_match(struct dp *dp, struct dp_conn *c, uint32_t pidx,
+				struct dp_call *call, int *stale)
+{
+	const struct dp_tag *lowest = NULL;
+
+	*stale = 0;
+	for (int i = 0; i < call->n; i++) {
+		struct dp_xfer *x = &call->x[i];
+
+		if (dp->xpeer[i] != pidx || x->dir != DP_RECV)
+			continue;
+		if (!x->done && dp_tag_cmp(&x->tag, &c->rx_tag) == 0)
+			return x;
+		if (!lowest || dp_tag_cmp(&x->tag, lowest) < 0)
+			lowest = &x->tag;
+	}
+	*stale = lowest && dp_tag_cmp(&c->rx_tag, lowest) < 0;
+	return NULL;
+}
+
+/* Decides what to do with a frame whose header is read. 1 to go on reading, 0 to stop, or
+ * -EPROTO. */
+static int rx_dispatch(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_call *call)
+{
+	struct dp_conn *c = pe->conn;
+	int stale;
+	struct dp_xfer *x = rx_match(dp, c, pidx, call, &stale);
+
+	if (x) {
+		if (x->len != c->rx_len) {
+			ftcc_warn("dp: member %u sent %llu bytes for a receive of %zu (tag "
+				  "%llu/%llu/%u/%u)",
+				  pe->id, (unsigned long long)c->rx_len, x->len,
+				  (unsigned long long)x->tag.seq, (unsigned long long)x->tag.epoch,
+				  x->tag.phase, x->tag.step);
+			return -EPROTO;
+		}
+		c->rx_mode = DPR_BODY;
+		c->rx_x = x;
+		c->rx_buf = x->buf;
+		x->hdr_state = 1;
+		x->off = 0;
+		return 1;
+	}
+	if (stale) {
+		ftcc_trace("dp: dropping a stale frame of %llu bytes from member %u",
+			   (unsigned long long)c->rx_len, pe->id);
+		c->rx_mode = DPR_DROP;
+		return 1;
+	}
+	c->rx_mode = DPR_WAIT;
+	c->rx_blocked = 1;
+	return 0;
+}
+
+/* Reads frames from @pe while receives of this call can take them. 0 or -EPIPE/-EPROTO. */
+static int conn_rx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_call *call)
+{
+	struct dp_conn *c = pe->conn;
+	size_t budget = DP_RX_BUDGET; /* then other connections get their turn */
+	ssize_t n;
+	int rc;
+
+	for (;;) {
+		if (budget == 0)
+			return 0;
+		switch (c->rx_mode) {
+		case DPR_HDR:
+			n = ftcc_sys_recv(c->fd, c->rhdr + c->rhdr_off, DP_FRAME_HDR - c->rhdr_off);
+			if (n < 0 && would_block())
+				return 0;
+			if (n <= 0)
+				return io_error(pe, n, "receive");
+			c->rhdr_off += (uint32_t)n;
+			if (c->rhdr_off < DP_FRAME_HDR)
+				continue;
+			c->rhdr_off = 0;
+			if (hdr_decode(c)) {
+				ftcc_warn("dp: malformed frame header from member %u", pe->id);
+				return -EPROTO;
+			}
+			c->rx_mode = DPR_WAIT;
+			/* fall through */
+		case DPR_WAIT:
+			rc = rx_dispatch(dp, pe, pidx, call);
+			if (rc <= 0)
+				return rc;
+			continue;
+		case DPR_BODY:
+			if (c->rx_off < c->rx_len) {
+				n = ftcc_sys_recv(c->fd, (uint8_t *)c->rx_buf + c->rx_off,
+						  c->rx_len - c->rx_off);
+				if (n < 0 && would_block())
+					return 0;
+				if (n <= 0)
+					return io_error(pe, n, "receive");
+				c->rx_off += (uint64_t)n;
+				c->rx_x->off = c->rx_off;
+				budget = (size_t)n < budget ? budget - (size_t)n : 0;
+			}
+			if (c->rx_off == c->rx_len) {
+				c->rx_x->done = 1;
+				call->completed++;
+				c->rx_x = NULL;
+				c->rx_mode = DPR_HDR;
+			}
+			continue;
+		case DPR_DROP: {
+			uint64_t left = c->rx_len - c->rx_off;
+
+			if (left == 0) {
+				c->rx_mode = DPR_HDR;
+				continue;
+			}
+			n = ftcc_sys_recv(c->fd, dp->scratch,
+					  left < DP_SCRATCH ? left : DP_SCRATCH);
+			if (n < 0 && would_block())
+				return 0;
+			if (n <= 0)
+				return io_error(pe, n, "receive");
+			c->rx_off += (uint64_t)n;
+			budget = (size_t)n < budget ? budget - (size_t)n : 0;
+			continue;
+		}
+		}
+	}
+}
+
+int dp_conn_io(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_call *call)
+{
+	int rc;
+
+	if (pe->conn->bind_gen != dp->gen && conn_rebind(dp, pe, pidx, call))
+		return 0; /* closed; a later pass reconnects */
+	if (pe->want_tx) {
+		rc = conn_tx(dp, pe, pidx, call);
+		if (rc < 0)
+			return rc;
+	}
+	if (pe->want_rx && !(pe->conn->rx_mode == DPR_WAIT && pe->conn->rx_blocked))
+		return conn_rx(dp, pe, pidx, call);
+	return 0;
+}

@@ -1,0 +1,158 @@
+/* Private state of the data plane (dp.c, dp_conn.c, dp_frame.c): the peer table, one connection
+ * per peer, accepted connections waiting for their HELLO or for the epoch that names them, and
+ * the wire formats of HELLOs and frame headers. Not part of any API.
+ */
+#ifndef FTCC_DP_INT_H
+#define FTCC_DP_INT_H
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "ftcc/dp.h"
+
+/* HELLO, 40 bytes little-endian: magic "FTDP"(4) version(2) reserved(2) group(8) from id(4)
+ * to id(4) from incarnation(8) to incarnation(8). */
+#define DP_HELLO_MAGIC 0x50445446u /* "FTDP" */
+#define DP_HELLO_VERSION 1
+#define DP_HELLO_SIZE 40
+
+/* Frame header, 40 bytes little-endian: magic "FTDF"(4) phase(4) seq(8) epoch(8) step(4)
+ * reserved(4) payload length(8). */
+#define DP_FRAME_MAGIC 0x46445446u /* "FTDF" */
+#define DP_FRAME_HDR 40
+
+#define DP_PENDING_MAX 64	/* accepted connections not yet tied to a peer */
+#define DP_PENDING_MS 5000	/* how long one may stay so */
+#define DP_SCRATCH (64u << 10)	/* stale payloads are drained through this, in pieces */
+#define DP_SPIN_NS 20000	/* busy retries before poll() */
+#define DP_BACKOFF_MIN_MS 5	/* first retry after a refused connect */
+#define DP_BACKOFF_MAX_MS 200	/* retries back off up to this */
+#define DP_RX_BUDGET (8u << 20) /* payload bytes read from one connection per pass */
+#define DP_IOV_FRAMES 8
+#define DP_FLUSH_MS 100 /* dp_run() finishing half-written frames before it gives up */
+#define DP_FLUSH_MAX 16 /* frames gathered into one writev */
+
+enum dp_conn_state {
+	DPC_BACKOFF = 1, /* connector: no socket, retrying at @retry_ns */
+	DPC_CONNECTING,	 /* connector: non-blocking connect in flight */
+	DPC_HELLO,	 /* connector: sending our HELLO / reading the reply */
+	DPC_ACCEPTED,	 /* acceptor: reading the peer's HELLO */
+	DPC_UNKNOWN,	 /* acceptor: valid HELLO from a member the epoch does not name yet */
+	DPC_READY,	 /* frames flow */
+};
+
+enum dp_rx_mode {
+	DPR_HDR = 0, /* reading a frame header */
+	DPR_WAIT,    /* header read, no receive posted for it yet; socket not read */
+	DPR_BODY,    /* payload going into @rx_buf */
+	DPR_DROP,    /* stale payload being drained */
+};
+
+/* One TCP connection with one peer (or a not yet identified accepted socket). Owned by the
+ * peer entry that points to it, or by the dp's pending list. */
+struct dp_conn {
+	int fd; /* -1 in DPC_BACKOFF */
+	enum dp_conn_state state;
+	uint32_t peer_id;
+	uint64_t peer_inc;
+	int64_t deadline_ns; /* set-up bound (connector) or HELLO/adoption bound (acceptor) */
+	int64_t retry_ns;    /* DPC_BACKOFF: when to try again */
+	int backoff_ms;
+	uint8_t hello_out[DP_HELLO_SIZE];
+	uint8_t hello_in[DP_HELLO_SIZE];
+	uint32_t hout_off, hin_off; /* bytes sent / received of the HELLOs */
+	/* receive side */
+	enum dp_rx_mode rx_mode;
+	uint8_t rhdr[DP_FRAME_HDR];
+	uint32_t rhdr_off;
+	struct dp_tag rx_tag; /* of the frame whose header was read */
+	uint64_t rx_len, rx_off;
+	void *rx_buf;	      /* DPR_BODY: destination (the bound receive's buffer) */
+	struct dp_xfer *rx_x; /* DPR_BODY: the receive, valid while bind_gen is the call's */
+	uint64_t bind_gen;    /* call in which partly moved frames were last rebound */
+	int rx_blocked;	      /* DPR_WAIT re-checked in this call and still unmatched */
+	/* send side: the frame partly written, if any */
+	int tx_partial;
+	struct dp_tag tx_tag;
+	size_t tx_len;
+	const void *tx_buf;
+	uint64_t tx_sent; /* header and payload bytes written */
+};
+
+/* One member of the current epoch. */
+struct dp_peer_ent {
+	uint32_t id;
+	uint64_t inc;
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	struct dp_conn *conn; /* NULL: none */
+	uint64_t stamp;	      /* pass in which it was last visited */
+	int want_tx, want_rx; /* this call has unfinished sends / receives with it */
+};
+
+struct dp {
+	struct dp_cfg cfg;
+	int64_t connect_ms;
+	int lfd;  /* listening socket */
+	int wake; /* eventfd written by dp_abort() */
+	atomic_int aborted;
+	char addr[DP_ADDR_MAX];
+	struct sockaddr_storage self_sa; /* bind address, port 0 (source of our connects) */
+	socklen_t self_salen;
+	struct dp_peer_ent *peers; /* sorted by id */
+	uint32_t npeers;
+	struct dp_conn *pending[DP_PENDING_MAX];
+	uint32_t npending;
+	uint64_t gen;	 /* dp_progress() calls so far */
+	uint64_t pass;	 /* passes over the transfers so far */
+	uint32_t *xpeer; /* per transfer of the current call: index into @peers */
+	int xpeer_cap;
+	struct pollfd *pfd;
+	int pfd_cap;
+	uint8_t scratch[DP_SCRATCH];
+};
+
+/* The current call's view: transfers, their peer indexes, completions and the error peer. */
+struct dp_call {
+	struct dp_xfer *x;
+	int n;
+	int completed;
+	int accept_due; /* accept and read HELLOs in the next pass (first pass, after a poll) */
+	uint32_t *bad_peer;
+};
+
+/* Monotonic clock, ns. */
+int64_t dp_now_ns(void);
+
+/* The peer entry with @id, or NULL. */
+struct dp_peer_ent *dp_peer_find(struct dp *dp, uint32_t id);
+
+/* Closes @c's socket and frees it. NULL is a no-op. */
+void dp_conn_free(struct dp_conn *c);
+
+/* Sets the socket options every data socket gets (TCP_NODELAY, FTCC_SOCKBUF). */
+void dp_sock_opts(int fd);
+
+/* Accepts new connections and reads pending HELLOs; adopts those the epoch names. 0, or -EPIPE
+ * (*@call->bad_peer) when an adopted connection replaced one that this call was using. */
+int dp_accept_pass(struct dp *dp, struct dp_call *call);
+
+/* Adopts pending connections that the peer table now names (after dp_set_peers()), refuses
+ * those it names with another incarnation. */
+void dp_pending_adopt(struct dp *dp);
+
+/* Drives @pe's connection set-up (connector side: starts it when missing). 1 when ready, 0 not
+ * yet, -EPIPE when it failed (the connection is gone). */
+int dp_conn_setup(struct dp *dp, struct dp_peer_ent *pe);
+
+/* Moves frames of @pe's ready connection: sends of this call in array order, then receives.
+ * Counts completions in @call. 0, or -EPIPE/-EPROTO (the caller closes the connection). */
+int dp_conn_io(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_call *call);
+
+/* Poll events @pe's connection waits for in this call (0: none). */
+short dp_conn_events(const struct dp *dp, const struct dp_peer_ent *pe);
+
+#endif

@@ -1,0 +1,490 @@
+/* Running one allreduce op through its attempts: the epoch it belongs to, the resume decision
+ * when a new epoch reopened it, the algorithm or the fill, the have notices, the degraded
+ * policy, and the record. The protocol is in README "The allreduce engine".
+ */
+#include "engine.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ftcc/fault.h"
+#include "ftcc/log.h"
+#include "ftcc/reduce.h"
+#include "ftcc/settings.h"
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void nap_ms(int ms)
+{
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)ms * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+void eng_set_error(struct ftcc_comm *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&c->mu);
+	va_start(ap, fmt);
+	vsnprintf(c->last_error, sizeof(c->last_error), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* The FTCC_ERR_* for a final membership state, with the reason recorded. */
+static int final_state_error(struct ftcc_comm *c, int rc)
+{
+	struct ctl_view v;
+
+	if (atomic_load(&c->aborted)) {
+		return FTCC_ERR_ABORTED;
+	}
+	ctl_member_view(c->ctl, &v);
+	eng_set_error(c, "member %u of group %s: %s", c->rank, c->group, v.reason);
+	ctl_epoch_put(v.e);
+	(void)rc;
+	return FTCC_ERR_LOST;
+}
+
+int eng_op_epoch(struct ftcc_comm *c, uint64_t seq, const struct ctl_epoch **out)
+{
+	int64_t deadline = now_ms() + ftcc_setting_int(FTCC_SET_CONNECT_TIMEOUT_MS);
+	int rc;
+
+	for (;;) {
+		if (atomic_load(&c->aborted)) {
+			return FTCC_ERR_ABORTED;
+		}
+		rc = ctl_member_op_epoch(c->ctl, seq, out);
+		if (rc == 0) {
+			if ((*out)->self_index < 0) {
+				ctl_epoch_put(*out);
+				*out = NULL;
+				eng_set_error(c, "member %u is not in the epoch of op %llu",
+					      c->rank, (unsigned long long)seq);
+				return FTCC_ERR_LOST;
+			}
+			return 0;
+		}
+		if (rc == -ENOTCONN || rc == -ESTALE || rc == -ESHUTDOWN) {
+			return final_state_error(c, rc);
+		}
+		if (rc == -ERANGE) {
+			eng_set_error(c, "op %llu is older than the epochs kept",
+				      (unsigned long long)seq);
+			return FTCC_ERR_LOST;
+		}
+		if (now_ms() > deadline) {
+			eng_set_error(c, "op %llu waited too long for its epoch",
+				      (unsigned long long)seq);
+			return FTCC_ERR_TIMEOUT;
+		}
+		nap_ms(1);
+	}
+}
+
+int eng_check(void *arg)
+{
+	struct eng_check *k = arg;
+	const struct ctl_epoch *e = NULL;
+	unsigned gen = atomic_load(&k->c->ctl_gen);
+	int rc;
+
+	if (atomic_load(&k->c->aborted)) {
+		return -ECANCELED;
+	}
+	if (gen == k->gen) {
+		return 0;
+	}
+	k->gen = gen;
+	rc = ctl_member_op_epoch(k->c->ctl, k->seq, &e);
+	if (rc == -EAGAIN) {
+		return 0; /* a proposal is open: the attempt goes on until it commits */
+	}
+	if (rc < 0) {
+		return -ENOTCONN;
+	}
+	rc = e->epoch != k->epoch ? -ESTALE : 0;
+	ctl_epoch_put(e);
+	return rc;
+}
+
+/* Appends the members of @e not yet in @p[0..*n). */
+static void add_peers(struct dp_peer *p, uint32_t *n, const struct ctl_epoch *e)
+{
+	for (uint32_t i = 0; i < e->nmembers; i++) {
+		size_t len = e->members[i].info_len;
+		uint32_t k;
+
+		for (k = 0; k < *n && p[k].id != e->members[i].id; k++) {
+		}
+		if (k < *n) {
+			continue;
+		}
+		p[k].id = e->members[i].id;
+		p[k].incarnation = e->members[i].incarnation;
+		if (len >= sizeof(p[k].addr)) {
+			len = sizeof(p[k].addr) - 1;
+		}
+		memcpy(p[k].addr, e->members[i].info, len);
+		p[k].addr[len] = '\0';
+		(*n)++;
+	}
+}
+
+int eng_dp_peers(struct ftcc_comm *c, const struct ctl_epoch *e)
+{
+	struct dp_peer *p;
+	struct ctl_view v;
+	uint32_t n = 0;
+	int rc;
+
+	/* The newest epoch's members and @e's: an op of an older epoch must not cut the links
+	 * to members that joined since (they may be sending for later ops already). */
+	ctl_member_view(c->ctl, &v);
+	if (c->dp_epoch == e->epoch && (!v.e || c->dp_newest == v.e->epoch)) {
+		ctl_epoch_put(v.e);
+		return 0;
+	}
+	p = calloc((size_t)e->nmembers + (v.e ? v.e->nmembers : 0), sizeof(*p));
+	if (!p) {
+		ctl_epoch_put(v.e);
+		return -ENOMEM;
+	}
+	if (v.e) {
+		add_peers(p, &n, v.e);
+	}
+	add_peers(p, &n, e);
+	rc = dp_set_peers(c->dp, p, n);
+	free(p);
+	if (rc == 0) {
+		c->dp_epoch = e->epoch;
+		c->dp_newest = v.e ? v.e->epoch : 0;
+	}
+	ctl_epoch_put(v.e);
+	return rc;
+}
+
+static int grow(void **buf, size_t *len, size_t want)
+{
+	void *n;
+
+	if (*len >= want) {
+		return 0;
+	}
+	n = realloc(*buf, want);
+	if (!n) {
+		return -ENOMEM;
+	}
+	*buf = n;
+	*len = want;
+	return 0;
+}
+
+/* The contributor set of @e into @att. */
+static void contrib_of(const struct ctl_epoch *e, struct eng_att *att)
+{
+	uint32_t i;
+
+	memset(att->contrib, 0, sizeof(att->contrib));
+	att->ncontrib = 0;
+	for (i = 0; i < e->nmembers; i++) {
+		if (e->members[i].flags & CTL_MF_CONTRIB) {
+			uint32_t id = e->members[i].id;
+
+			att->contrib[id / 8] |= (uint8_t)(1u << (id % 8));
+			att->ncontrib++;
+		}
+	}
+}
+
+static int self_contributes(const struct ctl_epoch *e)
+{
+	return !!(e->members[e->self_index].flags & CTL_MF_CONTRIB);
+}
+
+/* Runs a fresh attempt of @r among the members of @e. */
+static int run_attempt(struct ftcc_comm *c, struct ftcc_request *r, const struct ctl_epoch *e,
+		       const void *input, struct eng_att *att, uint32_t *bad_peer)
+{
+	size_t esz = ftcc_dtype_size(r->dtype), bytes = r->count * esz;
+	uint32_t ids[FTCC_MAX_MEMBERS], i;
+	/* gen - 1: the first check looks at the epoch whatever happened before it. */
+	struct eng_check k = {
+		.c = c, .seq = r->seq, .epoch = e->epoch, .gen = atomic_load(&c->ctl_gen) - 1u
+	};
+	struct algo_att a;
+	int rc;
+
+	for (i = 0; i < e->nmembers; i++) {
+		ids[i] = e->members[i].id;
+	}
+	memset(att, 0, sizeof(*att));
+	att->valid = 1;
+	att->epoch = e->epoch;
+	att->algo = algo_choose(bytes, e->nmembers);
+	att->nchunks = algo_chunks(att->algo, e->nmembers);
+	contrib_of(e, att);
+	if (!self_contributes(e)) {
+		if (grow(&c->ident, &c->ident_len, bytes)) {
+			return -ENOMEM;
+		}
+		eng_identity(c->ident, r->count, r->dtype, r->op);
+		input = c->ident;
+	}
+	if (grow(&c->scratch, &c->scratch_len,
+		 algo_scratch_bytes(att->algo, e->nmembers, r->count, r->dtype) + 64)) {
+		return -ENOMEM;
+	}
+	memset(&a, 0, sizeof(a));
+	a.dp = c->dp;
+	a.seq = r->seq;
+	a.epoch = e->epoch;
+	a.n = e->nmembers;
+	a.ids = ids;
+	a.self = (uint32_t)e->self_index;
+	a.input = input;
+	a.out = r->recvbuf;
+	a.count = r->count;
+	a.dtype = r->dtype;
+	a.op = r->op == FTCC_AVG ? FTCC_SUM : r->op;
+	a.scratch = c->scratch;
+	a.have = att->have;
+	a.check = eng_check;
+	a.check_arg = &k;
+	rc = algo_run(att->algo, &a);
+	*bad_peer = a.bad_peer;
+	return rc;
+}
+
+/* After a failed attempt: tells the membership what the data plane saw, then waits (bounded)
+ * until op @seq belongs to an epoch other than @epoch. 0 or an FTCC_ERR_*. */
+static int after_failure(struct ftcc_comm *c, uint64_t seq, uint64_t epoch, int rc,
+			 uint32_t bad_peer)
+{
+	int64_t bound = 2 * ftcc_setting_int(FTCC_SET_FAILURE_TIMEOUT_MS) + 2000;
+	int64_t deadline = now_ms() + bound;
+
+	if (rc == -ECANCELED || atomic_load(&c->aborted)) {
+		return FTCC_ERR_ABORTED;
+	}
+	if (rc == -ENOTCONN) {
+		return final_state_error(c, rc);
+	}
+	if (rc == -ENOMEM) {
+		return FTCC_ERR_NOMEM;
+	}
+	if (rc == -EPIPE || rc == -EPROTO) {
+		ftcc_info("engine: op %llu: member %u's data connection failed (%s)",
+			  (unsigned long long)seq, bad_peer, strerror(-rc));
+		ctl_member_suspect(c->ctl, bad_peer, CTL_EV_DEATH);
+	}
+	for (;;) {
+		const struct ctl_epoch *e = NULL;
+		int r;
+
+		if (atomic_load(&c->aborted)) {
+			return FTCC_ERR_ABORTED;
+		}
+		r = ctl_member_op_epoch(c->ctl, seq, &e);
+		if (r == 0) {
+			uint64_t ep = e->epoch;
+
+			ctl_epoch_put(e);
+			if (ep != epoch) {
+				return 0;
+			}
+		} else if (r != -EAGAIN) {
+			return final_state_error(c, r);
+		}
+		if (now_ms() > deadline) {
+			eng_set_error(c,
+				      "op %llu: no new epoch within %lld ms after a failure in "
+				      "epoch %llu (%s)",
+				      (unsigned long long)seq, (long long)bound,
+				      (unsigned long long)epoch, strerror(-rc));
+			return FTCC_ERR_LOST;
+		}
+		ctl_member_wait(c->ctl, epoch + 1, 5);
+	}
+}
+
+static int all_have(const struct eng_att *att)
+{
+	for (uint32_t i = 0; i < att->nchunks; i++) {
+		if (!algo_have_get(att->have, i)) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* Degraded policy, AVG, and the record. */
+static void finish_op(struct ftcc_comm *c, struct ftcc_request *r, const struct eng_att *att,
+		      int attempts, int resumed)
+{
+	struct ftcc_record *rec = &r->rec;
+	int rc = 0;
+
+	memset(rec, 0, sizeof(*rec));
+	rec->seq = r->seq;
+	rec->epoch = att->epoch;
+	rec->size = c->size;
+	rec->ncontrib = att->ncontrib;
+	rec->attempts = (uint32_t)attempts;
+	rec->resumed = resumed;
+	rec->scale = 1.0;
+	memcpy(rec->contrib, att->contrib, sizeof(rec->contrib));
+	if (r->op == FTCC_AVG && att->ncontrib > 0) {
+		ftcc_reduce_div(r->recvbuf, r->count, r->dtype, att->ncontrib);
+	}
+	if (att->ncontrib < c->size) {
+		if (c->degraded == FTCC_DEGRADED_RESCALE && r->op == FTCC_SUM &&
+		    ftcc_dtype_is_float(r->dtype) && att->ncontrib > 0) {
+			rec->scale = (double)c->size / (double)att->ncontrib;
+			ftcc_reduce_scale(r->recvbuf, r->count, r->dtype, rec->scale);
+		} else if (c->degraded == FTCC_DEGRADED_FAIL) {
+			rc = FTCC_ERR_DEGRADED;
+			eng_set_error(c, "op %llu: %u of %u members contributed (policy fail)",
+				      (unsigned long long)r->seq, att->ncontrib, c->size);
+		}
+	}
+	r->result = rc;
+}
+
+/* Remembers a completed op for later epochs' exchanges. */
+static void remember(struct ftcc_comm *c, uint64_t seq, const struct eng_att *att)
+{
+	struct eng_done *d = &c->done[seq % ENG_DONE_RING];
+
+	d->seq = seq;
+	d->att = *att;
+	d->reported = att->epoch;
+}
+
+static void warn_epoch(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq)
+{
+	char list[256];
+	size_t off = 0;
+
+	if (e->epoch <= c->last_warned_epoch) {
+		return;
+	}
+	c->last_warned_epoch = e->epoch;
+	list[0] = '\0';
+	for (uint32_t i = 0; i < e->nmembers && off + 12 < sizeof(list); i++) {
+		off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%u", i ? "," : "",
+					e->members[i].id);
+	}
+	ftcc_warn("engine: group %s: op %llu continues in epoch %llu with members {%s}", c->group,
+		  (unsigned long long)seq, (unsigned long long)e->epoch, list);
+}
+
+void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
+{
+	size_t bytes = r->count * ftcc_dtype_size(r->dtype);
+	const void *input = r->sendbuf;
+	struct eng_att att = { 0 };
+	struct rs_decision d;
+	uint64_t last_epoch = 0;
+	int attempts = 0, resumed = 0, rc;
+
+	if (r->sendbuf == r->recvbuf && bytes) {
+		/* In place: the input is kept until the op is settled, for a redo. */
+		if (grow(&c->keep, &c->keep_len, bytes)) {
+			r->result = FTCC_ERR_NOMEM;
+			return;
+		}
+		memcpy(c->keep, r->sendbuf, bytes);
+		input = c->keep;
+	}
+	for (;;) {
+		const struct ctl_epoch *e = NULL;
+		uint32_t bad = UINT32_MAX;
+		uint64_t ep;
+		int window;
+
+		eng_sync_done(c);
+		rc = eng_op_epoch(c, r->seq, &e);
+		if (rc) {
+			r->result = rc;
+			return;
+		}
+		ep = e->epoch;
+		if (last_epoch && ep != last_epoch) {
+			warn_epoch(c, e, r->seq);
+			ftcc_fault("epoch", r->seq, 0);
+		}
+		last_epoch = ep;
+		window = e->epoch > 1 && r->seq >= e->boundary && r->seq < e->boundary + ENG_WINDOW;
+		rc = eng_dp_peers(c, e);
+		if (rc == 0 && window) {
+			rc = eng_exchange(c, e, r->seq, &att, &d, &bad);
+		} else if (rc == 0) {
+			d.kind = RS_RUN;
+		}
+		if (rc == 0) {
+			switch (d.kind) {
+			case RS_RUN:
+				attempts++;
+				rc = run_attempt(c, r, e, input, &att, &bad);
+				break;
+			case RS_FINISH:
+			case RS_DONE:
+				if (!att.valid || att.epoch != d.att_epoch) {
+					memset(&att, 0, sizeof(att));
+				}
+				att.valid = 1;
+				att.epoch = d.att_epoch;
+				att.algo = (enum algo_id)d.att_algo;
+				att.nchunks = d.nchunks;
+				att.ncontrib = d.ncontrib;
+				memcpy(att.contrib, d.contrib, sizeof(att.contrib));
+				resumed = 1;
+				if (d.kind == RS_FINISH) {
+					ftcc_fault("fill", r->seq, 0);
+					rc = eng_fill(c, e, r->seq, r, &d, &bad);
+					if (rc == 0) {
+						for (uint32_t k = 0; k < att.nchunks; k++) {
+							algo_have_set(att.have, k);
+						}
+					}
+				} else if (!all_have(&att)) {
+					rc = -EPROTO;
+					bad = c->rank;
+				}
+				break;
+			}
+		}
+		if (rc == 0 && d.kind != RS_DONE && e->nmembers > 2) {
+			ftcc_fault("have", r->seq, 0);
+			rc = eng_have(c, e, r->seq, &bad);
+		}
+		ctl_epoch_put(e);
+		if (rc == 0) {
+			break;
+		}
+		if (rc == -EPROTO && bad == c->rank) {
+			ftcc_warn("engine: op %llu: the resume reports contradict each other",
+				  (unsigned long long)r->seq);
+		}
+		rc = after_failure(c, r->seq, ep, rc, bad);
+		if (rc) {
+			r->result = rc;
+			return;
+		}
+	}
+	finish_op(c, r, &att, attempts ? attempts : 1, resumed);
+	remember(c, r->seq, &att);
+}

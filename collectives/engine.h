@@ -1,0 +1,139 @@
+/* Private state of a communicator (struct ftcc_comm) and its ops (struct ftcc_request), shared
+ * by comm.c (life cycle, API), engine.c (running one op through its attempts) and
+ * engine_sync.c (the resume exchanges, fills and have notices).
+ */
+#ifndef FTCC_ENGINE_H
+#define FTCC_ENGINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "ftcc.h"
+#include "ftcc/algo.h"
+#include "ftcc/ctl.h"
+#include "ftcc/dp.h"
+#include "ftcc/resume.h"
+
+/* Ops from a new epoch's boundary that start with a resume exchange: the members may have
+ * begun at most CTL_JOIN_SLACK ops past their progress report in the old epoch, plus the op in
+ * flight and the one after it. */
+#define ENG_WINDOW (CTL_JOIN_SLACK + 2)
+/* Completed ops remembered for the exchanges of later epochs. */
+#define ENG_DONE_RING 64
+
+/* One op: the caller's arguments, and its outcome once done. Owned by the caller between
+ * ftcc_iallreduce() and ftcc_test()/ftcc_wait(); queued on the comm meanwhile. */
+struct ftcc_request {
+	struct ftcc_comm *comm;
+	struct ftcc_request *next; /* queue of ops not yet run */
+	uint64_t seq;
+	const void *sendbuf;
+	void *recvbuf;
+	size_t count;
+	enum ftcc_dtype dtype;
+	enum ftcc_redop op;
+	int done; /* under comm->mu */
+	int result;
+	struct ftcc_record rec;
+};
+
+/* What this member holds of op's current attempt. */
+struct eng_att {
+	int valid;	    /* took part in an attempt */
+	uint64_t epoch;	    /* its epoch */
+	enum algo_id algo;
+	uint32_t nchunks;
+	uint32_t ncontrib;
+	uint8_t contrib[FTCC_MAX_MEMBERS / 8];
+	uint8_t have[RS_CHUNKS_MAX / 8];
+};
+
+/* A completed op, for the resume exchanges of epochs that begin at or before it. */
+struct eng_done {
+	uint64_t seq; /* UINT64_MAX: empty */
+	struct eng_att att;
+	uint64_t reported; /* newest epoch it was reported in */
+};
+
+/* One member of a group: the membership, the data plane, the op queue and the executor. */
+struct ftcc_comm {
+	struct ctl_member *ctl;
+	struct dp *dp;
+	char group[64];
+	uint32_t rank, size;
+	enum ftcc_degraded degraded;
+	uint64_t incarnation;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t thread;
+	int thread_started;
+	int stop;			  /* under mu */
+	atomic_int aborted;		  /* abort or destroy began */
+	int executing;			  /* a thread runs ops (under mu) */
+	struct ftcc_request *qhead, *qtail; /* not yet run, in seq order (under mu) */
+	uint64_t next_seq;		  /* given to the next op started (under mu) */
+	uint64_t exec_seq;		  /* the next op to run (executor's) */
+	atomic_uint ctl_gen;		  /* bumped on every membership change */
+	unsigned sync_gen;		  /* executor's: ctl_gen at the last sync */
+
+	/* Executor's (whoever holds executing): */
+	uint64_t dp_epoch;  /* epoch whose members the data plane knows */
+	uint64_t dp_newest; /* and the newest epoch it also knows */
+	struct eng_done done[ENG_DONE_RING];
+	void *scratch;
+	size_t scratch_len;
+	void *keep; /* the preserved input of an in-place op */
+	size_t keep_len;
+	void *ident; /* the identity input of a member catching up */
+	size_t ident_len;
+	struct rs_report *reports; /* FTCC_MAX_MEMBERS, for the resume exchanges */
+	uint64_t last_warned_epoch;
+
+	char last_error[256]; /* under mu */
+};
+
+/* Runs op @r to its end (any number of attempts); fills r->result and r->rec. Executor only. */
+void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r);
+
+/* Reports the completed ops a newer epoch reopens (members still finishing them wait for these
+ * reports). Executor only; cheap when nothing changed. */
+void eng_sync_done(struct ftcc_comm *c);
+
+/* Records the communicator's last failure text. */
+void eng_set_error(struct ftcc_comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Fills @buf with the identity element of @op for @dtype (the input of a member catching up). */
+void eng_identity(void *buf, size_t count, enum ftcc_dtype dtype, enum ftcc_redop op);
+
+/* Makes sure the data plane knows the members of @e. 0 or -errno. */
+int eng_dp_peers(struct ftcc_comm *c, const struct ctl_epoch *e);
+
+/* Waits until op @seq belongs to an epoch (not fenced); *@out is a reference. 0 or an
+ * FTCC_ERR_*. Bounded. */
+int eng_op_epoch(struct ftcc_comm *c, uint64_t seq, const struct ctl_epoch **out);
+
+/* The data plane's check callback: nonzero when the epoch of op *(uint64_t *)... changed. */
+struct eng_check {
+	struct ftcc_comm *c;
+	uint64_t seq;
+	uint64_t epoch;
+	unsigned gen;
+};
+int eng_check(void *arg);
+
+/* The resume exchange of op @seq in epoch @e: sends this member's report, gathers everyone's,
+ * decides. 0 or an error (dp's, or the check's). */
+int eng_exchange(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq,
+		 const struct eng_att *mine, struct rs_decision *d, uint32_t *bad_peer);
+
+/* Pushes and receives the chunks of attempt @d that members of @e lack (reports from the
+ * exchange). 0 or an error. */
+int eng_fill(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, struct ftcc_request *r,
+	     const struct rs_decision *d, uint32_t *bad_peer);
+
+/* The have notices of op @seq among the members of @e. 0 or an error. */
+int eng_have(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, uint32_t *bad_peer);
+
+#endif

@@ -1,0 +1,351 @@
+/* The engine's exchanges besides the algorithms: resume reports and the decision, the fill of
+ * missing chunks, the have notices, the reports of completed ops a newer epoch reopens, and the
+ * identity input of a member catching up.
+ */
+#include "engine.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftcc/fault.h"
+#include "ftcc/log.h"
+#include "ftcc/reduce.h"
+
+/* Ms between two checks of the epoch while a transfer waits. */
+#define ENG_CHECK_MS 10
+
+static struct dp_tag tag_of(uint64_t seq, uint64_t epoch, uint32_t phase, uint32_t step)
+{
+	struct dp_tag t = { .seq = seq, .epoch = epoch, .phase = phase, .step = step };
+
+	return t;
+}
+
+static int run_xfers(struct ftcc_comm *c, struct dp_xfer *x, int n, uint64_t seq, uint64_t epoch,
+		     uint32_t *bad_peer)
+{
+	struct eng_check k = {
+		.c = c, .seq = seq, .epoch = epoch, .gen = atomic_load(&c->ctl_gen) - 1u
+	};
+
+	if (n == 0) {
+		return 0;
+	}
+	return dp_run(c->dp, x, n, eng_check, &k, ENG_CHECK_MS, bad_peer);
+}
+
+static void report_of(const struct eng_att *att, uint32_t id, uint64_t seq, uint32_t flags,
+		      struct rs_report *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->id = id;
+	r->seq = seq;
+	if (att->valid) {
+		r->flags = RS_F_ATTEMPT | flags;
+		r->att_epoch = att->epoch;
+		r->att_algo = (uint32_t)att->algo;
+		r->nchunks = att->nchunks;
+		r->ncontrib = att->ncontrib;
+		memcpy(r->have, att->have, sizeof(r->have));
+		memcpy(r->contrib, att->contrib, sizeof(r->contrib));
+	}
+}
+
+int eng_exchange(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq,
+		 const struct eng_att *mine, struct rs_decision *d, uint32_t *bad_peer)
+{
+	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, i;
+	struct dp_xfer *x;
+	uint8_t *bufs;
+	int nx = 0, rc;
+
+	x = calloc(2 * (size_t)n, sizeof(*x));
+	bufs = malloc((size_t)(n + 1) * RS_WIRE_SIZE);
+	if (!x || !bufs) {
+		free(x);
+		free(bufs);
+		return -ENOMEM;
+	}
+	report_of(mine, c->rank, seq, 0, &c->reports[self]);
+	resume_encode(&c->reports[self], bufs + (size_t)n * RS_WIRE_SIZE);
+	for (i = 0; i < n; i++) {
+		if (i == self) {
+			continue;
+		}
+		x[nx++] = (struct dp_xfer){ .peer = e->members[i].id,
+					    .dir = DP_SEND,
+					    .tag = tag_of(seq, e->epoch, DP_PH_REPORT, 0),
+					    .buf = bufs + (size_t)n * RS_WIRE_SIZE,
+					    .len = RS_WIRE_SIZE };
+		x[nx++] = (struct dp_xfer){ .peer = e->members[i].id,
+					    .dir = DP_RECV,
+					    .tag = tag_of(seq, e->epoch, DP_PH_REPORT, 0),
+					    .buf = bufs + (size_t)i * RS_WIRE_SIZE,
+					    .len = RS_WIRE_SIZE };
+	}
+	ftcc_fault("report", seq, 0);
+	rc = run_xfers(c, x, nx, seq, e->epoch, bad_peer);
+	for (i = 0; rc == 0 && i < n; i++) {
+		if (i == self) {
+			continue;
+		}
+		if (resume_decode(bufs + (size_t)i * RS_WIRE_SIZE, &c->reports[i]) ||
+		    c->reports[i].id != e->members[i].id || c->reports[i].seq != seq) {
+			ftcc_warn("engine: op %llu: malformed resume report from member %u",
+				  (unsigned long long)seq, e->members[i].id);
+			*bad_peer = e->members[i].id;
+			rc = -EPROTO;
+		}
+	}
+	if (rc == 0) {
+		rc = resume_decide(c->reports, n, d);
+		if (rc) {
+			*bad_peer = c->rank;
+		} else {
+			ftcc_info("engine: op %llu in epoch %llu: %s (attempt of epoch %llu)",
+				  (unsigned long long)seq, (unsigned long long)e->epoch,
+				  d->kind == RS_RUN    ? "run" :
+				  d->kind == RS_FINISH ? "finish" :
+							 "done",
+				  (unsigned long long)d->att_epoch);
+			ftcc_fault("decide", seq, 0);
+		}
+	}
+	free(x);
+	free(bufs);
+	return rc;
+}
+
+/* Whether report @r holds chunk @ch of attempt @d. */
+static int holds(const struct rs_report *r, const struct rs_decision *d, uint32_t ch)
+{
+	if (!(r->flags & RS_F_ATTEMPT) || r->att_epoch != d->att_epoch) {
+		return 0;
+	}
+	return (r->flags & RS_F_COMPLETED) || algo_have_get(r->have, ch);
+}
+
+int eng_fill(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, struct ftcc_request *r,
+	     const struct rs_decision *d, uint32_t *bad_peer)
+{
+	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, ch, i;
+	size_t esz = ftcc_dtype_size(r->dtype), cap = 16, nx = 0;
+	struct dp_xfer *x = malloc(cap * sizeof(*x));
+	int rc;
+
+	if (!x) {
+		return -ENOMEM;
+	}
+	for (ch = 0; ch < d->nchunks; ch++) {
+		uint32_t prov = d->provider[ch];
+		size_t off, len;
+
+		algo_chunk_range(d->nchunks, r->count, ch, &off, &len);
+		if (len == 0) {
+			continue;
+		}
+		for (i = 0; i < n; i++) {
+			struct dp_xfer t = { .tag = tag_of(seq, e->epoch, DP_PH_FILL, ch),
+					     .buf = (char *)r->recvbuf + off * esz,
+					     .len = len * esz };
+
+			if (holds(&c->reports[i], d, ch) || i == prov) {
+				continue;
+			}
+			if (prov == self) {
+				t.peer = e->members[i].id;
+				t.dir = DP_SEND;
+			} else if (i == self) {
+				t.peer = e->members[prov].id;
+				t.dir = DP_RECV;
+			} else {
+				continue;
+			}
+			if (nx == cap) {
+				struct dp_xfer *nw = realloc(x, 2 * cap * sizeof(*x));
+
+				if (!nw) {
+					free(x);
+					return -ENOMEM;
+				}
+				x = nw;
+				cap *= 2;
+			}
+			x[nx++] = t;
+		}
+	}
+	rc = run_xfers(c, x, (int)nx, seq, e->epoch, bad_peer);
+	free(x);
+	return rc;
+}
+
+int eng_have(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, uint32_t *bad_peer)
+{
+	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, i;
+	uint64_t *vals = calloc((size_t)n + 1, sizeof(uint64_t));
+	struct dp_xfer *x = calloc(2 * (size_t)n, sizeof(*x));
+	int nx = 0, rc;
+
+	if (!vals || !x) {
+		free(vals);
+		free(x);
+		return -ENOMEM;
+	}
+	vals[n] = e->epoch;
+	for (i = 0; i < n; i++) {
+		if (i == self) {
+			continue;
+		}
+		x[nx++] = (struct dp_xfer){ .peer = e->members[i].id,
+					    .dir = DP_SEND,
+					    .tag = tag_of(seq, e->epoch, DP_PH_HAVE, 0),
+					    .buf = &vals[n],
+					    .len = sizeof(uint64_t) };
+		x[nx++] = (struct dp_xfer){ .peer = e->members[i].id,
+					    .dir = DP_RECV,
+					    .tag = tag_of(seq, e->epoch, DP_PH_HAVE, 0),
+					    .buf = &vals[i],
+					    .len = sizeof(uint64_t) };
+	}
+	rc = run_xfers(c, x, nx, seq, e->epoch, bad_peer);
+	free(vals);
+	free(x);
+	return rc;
+}
+
+/* Sends the completed report of done entry @dn to every other member of @e. */
+static int report_done(struct ftcc_comm *c, const struct ctl_epoch *e, struct eng_done *dn)
+{
+	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, i, bad = UINT32_MAX;
+	uint8_t buf[RS_WIRE_SIZE];
+	struct rs_report rep;
+	struct dp_xfer *x = calloc(n, sizeof(*x));
+	int nx = 0, rc;
+
+	if (!x) {
+		return -ENOMEM;
+	}
+	report_of(&dn->att, c->rank, dn->seq, RS_F_COMPLETED, &rep);
+	for (i = 0; i < dn->att.nchunks; i++) {
+		algo_have_set(rep.have, i);
+	}
+	resume_encode(&rep, buf);
+	for (i = 0; i < n; i++) {
+		if (i != self) {
+			x[nx++] =
+				(struct dp_xfer){ .peer = e->members[i].id,
+						  .dir = DP_SEND,
+						  .tag = tag_of(dn->seq, e->epoch, DP_PH_REPORT, 0),
+						  .buf = buf,
+						  .len = RS_WIRE_SIZE };
+		}
+	}
+	rc = run_xfers(c, x, nx, dn->seq, e->epoch, &bad);
+	if (rc == -EPIPE || rc == -EPROTO) {
+		ctl_member_suspect(c->ctl, bad, CTL_EV_DEATH);
+	}
+	free(x);
+	return rc;
+}
+
+void eng_sync_done(struct ftcc_comm *c)
+{
+	unsigned gen = atomic_load(&c->ctl_gen);
+	struct ctl_view v;
+	uint64_t s;
+
+	if (gen == c->sync_gen) {
+		return;
+	}
+	c->sync_gen = gen;
+	ctl_member_view(c->ctl, &v);
+	if (!v.e || v.e->epoch <= 1 || v.e->self_index < 0) {
+		ctl_epoch_put(v.e);
+		return;
+	}
+	for (s = v.e->boundary; s < v.e->boundary + ENG_WINDOW && s < c->exec_seq; s++) {
+		struct eng_done *dn = &c->done[s % ENG_DONE_RING];
+		int rc;
+
+		if (dn->seq != s || dn->reported >= v.e->epoch) {
+			continue;
+		}
+		if (eng_dp_peers(c, v.e)) {
+			break;
+		}
+		dn->reported = v.e->epoch;
+		rc = report_done(c, v.e, dn);
+		if (rc == -ESTALE) {
+			/* a newer epoch came meanwhile: the next sync reports in it */
+			dn->reported = 0;
+			break;
+		}
+		if (rc) {
+			break; /* aborted, or this member's group is gone */
+		}
+	}
+	ctl_epoch_put(v.e);
+}
+
+/* Identity elements, little-endian bytes, per type: [0] SUM/AVG is all zero. */
+static void identity_bytes(enum ftcc_dtype t, enum ftcc_redop op, uint8_t out[8])
+{
+	static const uint64_t one[FTCC_DTYPE_COUNT] = {
+		1, 1, 1, 1, 1, 1, 0x3c00, 0x3f800000, 0x3ff0000000000000ull, 0x3f80, 0x38, 0x3c
+	};
+	static const uint64_t lowest[FTCC_DTYPE_COUNT] = { 0x80,
+							   0,
+							   0x80000000,
+							   0,
+							   0x8000000000000000ull,
+							   0,
+							   0xfc00,
+							   0xff800000,
+							   0xfff0000000000000ull,
+							   0xff80,
+							   0xfe,
+							   0xfc };
+	static const uint64_t highest[FTCC_DTYPE_COUNT] = { 0x7f,
+							    0xff,
+							    0x7fffffff,
+							    0xffffffff,
+							    0x7fffffffffffffffull,
+							    UINT64_MAX,
+							    0x7c00,
+							    0x7f800000,
+							    0x7ff0000000000000ull,
+							    0x7f80,
+							    0x7e,
+							    0x7c };
+	uint64_t v = 0;
+
+	switch (op) {
+	case FTCC_PROD:
+		v = one[t];
+		break;
+	case FTCC_MAX:
+		v = lowest[t];
+		break;
+	case FTCC_MIN:
+		v = highest[t];
+		break;
+	default:
+		v = 0;
+		break;
+	}
+	for (int i = 0; i < 8; i++) {
+		out[i] = (uint8_t)(v >> (8 * i));
+	}
+}
+
+void eng_identity(void *buf, size_t count, enum ftcc_dtype dtype, enum ftcc_redop op)
+{
+	size_t esz = ftcc_dtype_size(dtype);
+	uint8_t id[8];
+
+	identity_bytes(dtype, op, id);
+	for (size_t i = 0; i < count; i++) {
+		memcpy((uint8_t *)buf + i * esz, id, esz);
+	}
+}

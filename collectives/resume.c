@@ -1,0 +1,217 @@
+/* The resume decision (include/ftcc/resume.h): pure logic over the members' reports on one op,
+ * and the reports' wire form.
+ */
+#include "ftcc/resume.h"
+
+#include <errno.h>
+#include <string.h>
+
+static int bit(const uint8_t *map, uint32_t i)
+{
+	return map[i / 8] >> (i % 8) & 1;
+}
+
+/* Whether @a and @b describe the same attempt the same way. */
+static int same_attempt(const struct rs_report *a, const struct rs_report *b)
+{
+	return a->att_algo == b->att_algo && a->nchunks == b->nchunks &&
+	       a->ncontrib == b->ncontrib && !memcmp(a->contrib, b->contrib, sizeof(a->contrib));
+}
+
+static int report_valid(const struct rs_report *r, uint64_t seq)
+{
+	if (r->seq != seq || (r->flags & ~(uint32_t)(RS_F_ATTEMPT | RS_F_COMPLETED))) {
+		return 0;
+	}
+	if ((r->flags & RS_F_COMPLETED) && !(r->flags & RS_F_ATTEMPT)) {
+		return 0;
+	}
+	if (r->flags & RS_F_ATTEMPT) {
+		uint32_t c, k = 0;
+
+		if (r->nchunks == 0 || r->nchunks > RS_CHUNKS_MAX || r->att_epoch == 0) {
+			return 0;
+		}
+		for (c = 0; c < FTCC_MAX_MEMBERS; c++) {
+			k += (uint32_t)bit(r->contrib, c);
+		}
+		if (k != r->ncontrib) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* Index of the first report of the oldest attempt at or after @after (exclusive), or -1. */
+static int oldest_after(const struct rs_report *r, uint32_t n, uint64_t after)
+{
+	int best = -1;
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		if ((r[i].flags & RS_F_ATTEMPT) && r[i].att_epoch > after &&
+		    (best < 0 || r[i].att_epoch < r[best].att_epoch)) {
+			best = (int)i;
+		}
+	}
+	return best;
+}
+
+/* Fills @d for attempt @a if the reports cover it: 1 covered, 0 not, -EPROTO. */
+static int try_attempt(const struct rs_report *r, uint32_t n, const struct rs_report *a,
+		       struct rs_decision *d)
+{
+	int completed = 0;
+	uint32_t i, c;
+
+	for (i = 0; i < n; i++) {
+		if (!(r[i].flags & RS_F_ATTEMPT) || r[i].att_epoch != a->att_epoch) {
+			continue;
+		}
+		if (!same_attempt(&r[i], a)) {
+			return -EPROTO;
+		}
+		completed |= !!(r[i].flags & RS_F_COMPLETED);
+	}
+	for (c = 0; c < a->nchunks; c++) {
+		uint32_t prov = UINT32_MAX, held_done = 0;
+
+		for (i = 0; i < n; i++) {
+			if (!(r[i].flags & RS_F_ATTEMPT) || r[i].att_epoch != a->att_epoch) {
+				continue;
+			}
+			if (r[i].flags & RS_F_COMPLETED) {
+				held_done = 1;
+			} else if (bit(r[i].have, c) && prov == UINT32_MAX) {
+				prov = i;
+			}
+		}
+		if (prov == UINT32_MAX && !held_done) {
+			return 0;
+		}
+		/* Held only by members that returned it: the others must all hold it too. */
+		if (prov == UINT32_MAX && !completed) {
+			return -EPROTO;
+		}
+		d->provider[c] = prov;
+	}
+	d->kind = completed ? RS_DONE : RS_FINISH;
+	d->att_epoch = a->att_epoch;
+	d->att_algo = a->att_algo;
+	d->nchunks = a->nchunks;
+	d->ncontrib = a->ncontrib;
+	memcpy(d->contrib, a->contrib, sizeof(d->contrib));
+	return 1;
+}
+
+int resume_decide(const struct rs_report *r, uint32_t n, struct rs_decision *d)
+{
+	uint64_t after = 0;
+	uint32_t i;
+	int a, rc;
+
+	if (!r || !d || n == 0) {
+		return -EPROTO;
+	}
+	memset(d, 0, sizeof(*d));
+	for (i = 0; i < n; i++) {
+		if (!report_valid(&r[i], r[0].seq)) {
+			return -EPROTO;
+		}
+	}
+	/* A completed attempt is the answer whatever else is reported: check that first, so a
+	 * stray older covered attempt can never override it. */
+	for (i = 0; i < n; i++) {
+		if (r[i].flags & RS_F_COMPLETED) {
+			rc = try_attempt(r, n, &r[i], d);
+			if (rc < 0) {
+				return rc;
+			}
+			if (rc == 0 || d->kind != RS_DONE) {
+				return -EPROTO;
+			}
+			for (a = 0; a < (int)n; a++) {
+				if ((r[a].flags & RS_F_COMPLETED) &&
+				    r[a].att_epoch != d->att_epoch) {
+					return -EPROTO; /* two attempts returned */
+				}
+			}
+			return 0;
+		}
+	}
+	while ((a = oldest_after(r, n, after)) >= 0) {
+		rc = try_attempt(r, n, &r[a], d);
+		if (rc != 0) {
+			return rc < 0 ? rc : 0;
+		}
+		after = r[a].att_epoch;
+	}
+	d->kind = RS_RUN;
+	return 0;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++) {
+		p[i] = (uint8_t)(v >> (8 * i));
+	}
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++) {
+		p[i] = (uint8_t)(v >> (8 * i));
+	}
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v = 0;
+
+	for (int i = 3; i >= 0; i--) {
+		v = v << 8 | p[i];
+	}
+	return v;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--) {
+		v = v << 8 | p[i];
+	}
+	return v;
+}
+
+void resume_encode(const struct rs_report *r, uint8_t *buf)
+{
+	put32(buf, r->id);
+	put32(buf + 4, r->flags);
+	put64(buf + 8, r->seq);
+	put64(buf + 16, r->att_epoch);
+	put32(buf + 24, r->att_algo);
+	put32(buf + 28, r->nchunks);
+	put32(buf + 32, r->ncontrib);
+	put32(buf + 36, 0);
+	memcpy(buf + 40, r->have, sizeof(r->have));
+	memcpy(buf + 40 + sizeof(r->have), r->contrib, sizeof(r->contrib));
+}
+
+int resume_decode(const uint8_t *buf, struct rs_report *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->id = get32(buf);
+	r->flags = get32(buf + 4);
+	r->seq = get64(buf + 8);
+	r->att_epoch = get64(buf + 16);
+	r->att_algo = get32(buf + 24);
+	r->nchunks = get32(buf + 28);
+	r->ncontrib = get32(buf + 32);
+	memcpy(r->have, buf + 40, sizeof(r->have));
+	memcpy(r->contrib, buf + 40 + sizeof(r->have), sizeof(r->contrib));
+	if (r->id >= FTCC_MAX_MEMBERS || get32(buf + 36) != 0 || !report_valid(r, r->seq)) {
+		return -EPROTO;
+	}
+	return 0;
+}

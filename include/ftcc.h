@@ -1,0 +1,197 @@
+/* ftcc: fault-tolerant allreduce for groups of processes, as a plain C API.
+ *
+ * A communicator is one member of a named group. Members form the group together (each knows
+ * the group's size and every member's control address, or a coordinator daemon), then issue
+ * allreduce ops in the same order, as MPI requires. When a member dies, freezes or is cut off,
+ * the survivors finish the op in flight and keep going under a new membership epoch:
+ *
+ *  - every member that completes op s gets bit-identical results and the same contributor set;
+ *  - a member that failed after its input was folded into data the survivors hold is still
+ *    counted; otherwise the survivors redo the op from their preserved inputs;
+ *  - a result over fewer contributors than the group's size follows the degraded policy
+ *    (FTCC_DEGRADED_RESCALE, _SUM or _FAIL), and every op reports its record (epoch, sequence
+ *    number, contributor set);
+ *  - abort returns within 100 ms and the others see this member leave;
+ *  - a restarted member joins again at an op boundary the group agrees on, optionally as a
+ *    non-contributor (catch-up) until it declares itself ready.
+ *
+ * Every function is thread-safe. Ops of one communicator are numbered in the order their
+ * start calls return; calls on one communicator from several threads must keep the same order
+ * on every member. Errors are negative FTCC_ERR_* values; ftcc_strerror() names them and
+ * ftcc_comm_last_error() says what happened in words.
+ */
+#ifndef FTCC_H
+#define FTCC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FTCC_API __attribute__((visibility("default")))
+
+#define FTCC_VERSION_MAJOR 0
+#define FTCC_VERSION_MINOR 1
+
+/* The largest group. */
+#define FTCC_MAX_MEMBERS 1024
+
+/* Element types; the values are NCCL's ncclDataType_t (2.24 and later), so they convert by
+ * cast. */
+enum ftcc_dtype {
+	FTCC_INT8 = 0,
+	FTCC_UINT8 = 1,
+	FTCC_INT32 = 2,
+	FTCC_UINT32 = 3,
+	FTCC_INT64 = 4,
+	FTCC_UINT64 = 5,
+	FTCC_FLOAT16 = 6,
+	FTCC_FLOAT32 = 7,
+	FTCC_FLOAT64 = 8,
+	FTCC_BFLOAT16 = 9,
+	FTCC_FP8_E4M3 = 10,
+	FTCC_FP8_E5M2 = 11,
+	FTCC_DTYPE_COUNT = 12
+};
+
+/* Operators; the values are NCCL's ncclRedOp_t (note MAX before MIN). */
+enum ftcc_redop {
+	FTCC_SUM = 0,
+	FTCC_PROD = 1,
+	FTCC_MAX = 2,
+	FTCC_MIN = 3,
+	FTCC_AVG = 4,
+	FTCC_REDOP_COUNT = 5
+};
+
+/* Errors (negative). */
+enum ftcc_error {
+	FTCC_OK = 0,
+	FTCC_ERR_INVALID = -1,	/* a bad argument or configuration (the log says which) */
+	FTCC_ERR_NOMEM = -2,	/* out of memory */
+	FTCC_ERR_SYSTEM = -3,	/* a system call failed (sockets, threads) */
+	FTCC_ERR_TIMEOUT = -4,	/* the group did not form (or admit us) within the bound */
+	FTCC_ERR_LOST = -5,	/* this member can no longer make progress: no quorum on its
+				 * side of a partition, removed from the group, or left */
+	FTCC_ERR_DEGRADED = -6, /* policy FTCC_DEGRADED_FAIL: the op completed, everywhere,
+				 * without some members' input; its record says whose */
+	FTCC_ERR_ABORTED = -7,	/* the communicator was aborted with the op in flight */
+	FTCC_ERR_BUSY = -8,	/* too many ops in flight (FTCC_MAX_INFLIGHT) */
+};
+
+/* What a result over fewer contributors than the group's size becomes. */
+enum ftcc_degraded {
+	FTCC_DEGRADED_DEFAULT = 0, /* FTCC_DEGRADED from the environment (default "rescale") */
+	FTCC_DEGRADED_RESCALE = 1, /* SUM of floating-point types is scaled by size / contributors
+				    * (an unbiased estimate of the full sum); integers, PROD, MIN,
+				    * MAX as SUM below; AVG always divides by the contributors */
+	FTCC_DEGRADED_SUM = 2,	   /* the plain reduction over the contributors */
+	FTCC_DEGRADED_FAIL = 3,	   /* the plain reduction, and the op returns FTCC_ERR_DEGRADED */
+};
+
+/* Communicator configuration. Start from ftcc_config_init(); strings are copied. */
+struct ftcc_config {
+	const char *group;	  /* group name, 1..63 bytes (one group per job/communicator) */
+	uint32_t rank;		  /* this member's id, < size */
+	uint32_t size;		  /* members at formation, 1..FTCC_MAX_MEMBERS */
+	const char *const *addrs; /* control address "host:port" of each member (size entries);
+				    * the embedded coordinator needs them; with a daemon only
+				    * addrs[rank]'s host is used, or NULL for the first network
+				    * interface (FTCC_SOCKET_IFNAME) */
+	const char *coordinator;  /* NULL: FTCC_COORDINATOR; "" or "embedded"; "host:port" */
+	int join;		  /* 1: join a running group (a restart) instead of forming it */
+	int catchup;		  /* with join: contribute zeros until ftcc_comm_ready() */
+	enum ftcc_degraded degraded;
+	int64_t timeout_ms;	    /* silence before a member is declared lost; 0: setting */
+	int64_t connect_timeout_ms; /* bound on forming or joining; 0: setting */
+};
+
+/* Which members' inputs are in an op's result, and where it was decided. */
+struct ftcc_record {
+	uint64_t seq;	   /* op sequence number in the group (0, 1, ...) */
+	uint64_t epoch;	   /* epoch whose members computed the result */
+	uint32_t size;	   /* group size at formation */
+	uint32_t ncontrib; /* members whose input is in the result */
+	uint32_t attempts; /* 1, or more when a failure interrupted the op */
+	int resumed;	   /* 1: finished from reduced data survivors held (promise 4) */
+	double scale;	   /* factor applied by the rescale policy (1.0: none) */
+	uint8_t contrib[FTCC_MAX_MEMBERS / 8]; /* bit i (byte i/8, bit i%8): member i */
+};
+
+/* The group as this member sees it. */
+struct ftcc_view {
+	uint64_t epoch;	   /* current epoch (0 before the group formed) */
+	uint64_t boundary; /* first op of that epoch */
+	uint32_t nmembers;
+	int self_index;	      /* position of this member in members[], -1 if not in it */
+	uint32_t coordinator; /* member id hosting the coordinator (UINT32_MAX: a daemon) */
+	int contributor;      /* 0 while catching up */
+	uint64_t next_seq;    /* the sequence number the next op will get */
+	int state;	      /* 0 ok, or the FTCC_ERR_* the communicator ended with */
+};
+
+typedef struct ftcc_comm ftcc_comm_t;
+typedef struct ftcc_request ftcc_request_t;
+
+FTCC_API void ftcc_config_init(struct ftcc_config *cfg);
+
+/* Creates this member and waits until the group formed (or admitted it, with join), bounded by
+ * connect_timeout_ms. 0 and *@out, or FTCC_ERR_INVALID / _TIMEOUT / _LOST / _SYSTEM / _NOMEM. */
+FTCC_API int ftcc_comm_create(const struct ftcc_config *cfg, ftcc_comm_t **out);
+
+/* Leaves the group and frees everything once the ops in flight are done or failed. Ops still
+ * in flight end with FTCC_ERR_ABORTED. Bounded like abort. */
+FTCC_API int ftcc_comm_destroy(ftcc_comm_t *comm);
+
+/* Returns within 100 ms whatever the peers do: ops in flight end with FTCC_ERR_ABORTED (their
+ * requests stay valid until tested or waited), the others see this member leave. The
+ * communicator must still be destroyed. */
+FTCC_API int ftcc_comm_abort(ftcc_comm_t *comm);
+
+/* Current view, and the members (ids, in order) into @members (up to @cap). */
+FTCC_API int ftcc_comm_view(ftcc_comm_t *comm, struct ftcc_view *view, uint32_t *members,
+			    uint32_t cap);
+
+/* A catch-up member is ready to contribute from the next epoch on. */
+FTCC_API int ftcc_comm_ready(ftcc_comm_t *comm);
+
+/* Blocking allreduce of @count elements: @recvbuf = OP over contributors of @sendbuf.
+ * @sendbuf == @recvbuf is in place. @rec (may be NULL) receives the record. Returns 0,
+ * FTCC_ERR_DEGRADED (policy fail; @recvbuf and @rec are still filled), _LOST, _ABORTED,
+ * _INVALID. */
+FTCC_API int ftcc_allreduce(ftcc_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+			    enum ftcc_dtype dtype, enum ftcc_redop op, struct ftcc_record *rec);
+
+/* Starts an allreduce and returns at once with *@req. The buffers belong to the op until it
+ * completes. */
+FTCC_API int ftcc_iallreduce(ftcc_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+			     enum ftcc_dtype dtype, enum ftcc_redop op, ftcc_request_t **req);
+
+/* Progress; *@done = 1 when finished: the request is then freed and the op's result returned
+ * (as ftcc_allreduce). Otherwise 0 with *@done = 0. */
+FTCC_API int ftcc_test(ftcc_request_t *req, int *done, struct ftcc_record *rec);
+
+/* Waits for the op (bounded by the failure detection and the group's progress), frees the
+ * request and returns its result. */
+FTCC_API int ftcc_wait(ftcc_request_t *req, struct ftcc_record *rec);
+
+/* Whether member @id's input is in the result. */
+static inline int ftcc_record_has(const struct ftcc_record *rec, uint32_t id)
+{
+	return id < FTCC_MAX_MEMBERS && (rec->contrib[id / 8] >> (id % 8) & 1);
+}
+
+/* Static name of an FTCC_ERR_* value. */
+FTCC_API const char *ftcc_strerror(int err);
+
+/* What the communicator's last failure was, in words ("" if none). Valid until the next call
+ * on @comm. */
+FTCC_API const char *ftcc_comm_last_error(ftcc_comm_t *comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,73 @@
+/* Allreduce algorithms of the engine, one per file, over the data plane (dp.h).
+ *
+ * An attempt runs one algorithm among the members of one epoch. Every member runs the same
+ * algorithm with the same parameters (the engine chooses it from the size and the member count,
+ * identically everywhere), so the results are bit-identical on every member: each element of
+ * the result is reduced once, by one member, or by both members of a pair with the same
+ * commutative operation, and then copied.
+ *
+ * Chunks: the algorithm declares how many final chunks the result is cut into (algo_chunks())
+ * and marks in @have each chunk whose final value it holds in @out. The engine uses that after a
+ * failure to finish from the survivors' data (resume). algo_chunk_range() is the partition.
+ */
+#ifndef FTCC_ALGO_H
+#define FTCC_ALGO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ftcc.h"
+#include "ftcc/dp.h"
+
+enum algo_id {
+	ALGO_RING = 1, /* reduce-scatter then allgather around the ring, pipelined in segments */
+	ALGO_RD = 2,   /* recursive doubling (non powers of two: the extra members fold in first) */
+};
+
+struct algo_att {
+	struct dp *dp;
+	uint64_t seq;	     /* op */
+	uint64_t epoch;	     /* epoch of the attempt: tags carry it */
+	uint32_t n;	     /* members taking part */
+	const uint32_t *ids; /* their member ids, increasing; the ring follows this order */
+	uint32_t self;	     /* this member's index in ids */
+	const void *input;   /* this member's input (never written) */
+	void *out;	     /* result; may not alias @input */
+	size_t count;	     /* elements */
+	enum ftcc_dtype dtype;
+	enum ftcc_redop op; /* AVG is reduced as SUM; the engine divides afterwards */
+	void *scratch;	    /* algo_scratch_bytes() bytes, engine-owned */
+	uint8_t *have;	    /* bitmap of algo_chunks() bits, cleared by the engine */
+	/* Called whenever the data plane waited without progress, and at least every 10 ms: a
+	 * nonzero value aborts the attempt and is returned (the epoch changed). */
+	int (*check)(void *arg);
+	void *check_arg;
+	uint32_t bad_peer; /* set with -EPIPE/-EPROTO */
+};
+
+/* The algorithm for @bytes among @n members (FTCC_ALGO, FTCC_RD_MAX_BYTES). */
+enum algo_id algo_choose(size_t bytes, uint32_t n);
+/* Final chunks of the result. */
+uint32_t algo_chunks(enum algo_id id, uint32_t n);
+/* Element range [*off, *off + *len) of chunk @c of @nchunks over @count elements. */
+void algo_chunk_range(uint32_t nchunks, size_t count, uint32_t c, size_t *off, size_t *len);
+/* Scratch bytes the algorithm needs. */
+size_t algo_scratch_bytes(enum algo_id id, uint32_t n, size_t count, enum ftcc_dtype dtype);
+
+/* Runs the attempt. 0 when @out holds the whole result (every @have bit set); otherwise the
+ * error: dp's (-EPIPE with bad_peer, -ECANCELED, -EPROTO) or @check's. Fault points: "rs" and
+ * "ag" (ring, step = ring step), "rd" (step = round). */
+int algo_ring_run(struct algo_att *a);
+int algo_rd_run(struct algo_att *a);
+int algo_run(enum algo_id id, struct algo_att *a);
+
+static inline void algo_have_set(uint8_t *have, uint32_t c)
+{
+	have[c / 8] |= (uint8_t)(1u << (c % 8));
+}
+static inline int algo_have_get(const uint8_t *have, uint32_t c)
+{
+	return have[c / 8] >> (c % 8) & 1;
+}
+
+#endif

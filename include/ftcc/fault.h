@@ -1,0 +1,33 @@
+/* Named fault-injection points of the engine, for tests: FTCC_FAULT="point:seq[:step[:action]]"
+ * makes this process act (action "kill": SIGKILL itself, the default; "stop": SIGSTOP itself;
+ * "exit": _exit(3)) the first time it reaches @point of op @seq at step @step (any step when
+ * omitted or "*"). Several specs may be given, separated by commas.
+ *
+ * Points: "connect" (communicator created, before the group forms), "rs" / "ag" (ring
+ * reduce-scatter / allgather step, before the step's transfers), "rd" (recursive doubling round),
+ * "report" (before sending resume reports), "decide" (after the resume decision), "fill"
+ * (before pushing missing chunks), "have" (before the have notices), "epoch" (an op saw a new
+ * epoch), "join" (a joining member was admitted).
+ *
+ * Cheap when unused: one predictable branch on a global flag.
+ */
+#ifndef FTCC_FAULT_H
+#define FTCC_FAULT_H
+
+#include <stdint.h>
+
+extern int ftcc_fault_armed;
+
+/* Parses FTCC_FAULT (again). 0, or -EINVAL with a log line for a malformed spec (then nothing
+ * is armed). */
+int ftcc_fault_load(void);
+
+void ftcc_fault_hit(const char *point, uint64_t seq, uint32_t step);
+
+static inline void ftcc_fault(const char *point, uint64_t seq, uint32_t step)
+{
+	if (__builtin_expect(ftcc_fault_armed, 0))
+		ftcc_fault_hit(point, seq, step);
+}
+
+#endif

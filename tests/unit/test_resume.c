@@ -1,0 +1,183 @@
+/* The resume decision (collectives/resume.c): which attempt a reopened op finishes from, who
+ * provides each missing chunk, when it runs again, and the reports' wire form.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <string.h>
+
+#include "ftcc/resume.h"
+
+#define SEQ 41
+
+/* A report of member @id holding the chunks in @held (bit i = chunk i) of attempt @ep, whose
+ * contributors are members 0.. @ncontrib - 1. */
+static struct rs_report rep(uint32_t id, uint64_t ep, uint32_t nchunks, uint32_t held,
+			    uint32_t ncontrib)
+{
+	struct rs_report r;
+
+	memset(&r, 0, sizeof(r));
+	r.id = id;
+	r.seq = SEQ;
+	if (ep) {
+		r.flags = RS_F_ATTEMPT;
+		r.att_epoch = ep;
+		r.att_algo = 1;
+		r.nchunks = nchunks;
+		r.ncontrib = ncontrib;
+		for (uint32_t c = 0; c < 32; c++) {
+			if (held >> c & 1) {
+				r.have[c / 8] |= (uint8_t)(1u << (c % 8));
+			}
+		}
+		for (uint32_t m = 0; m < ncontrib; m++) {
+			r.contrib[m / 8] |= (uint8_t)(1u << (m % 8));
+		}
+	}
+	return r;
+}
+
+static struct rs_report none(uint32_t id)
+{
+	return rep(id, 0, 0, 0, 0);
+}
+
+Test(resume, nothing_reported_runs_again)
+{
+	struct rs_report r[3] = { none(0), none(1), none(2) };
+	struct rs_decision d;
+
+	cr_assert_eq(resume_decide(r, 3, &d), 0);
+	cr_expect_eq(d.kind, RS_RUN);
+}
+
+Test(resume, covered_attempt_finishes_with_its_contributors)
+{
+	/* Attempt of epoch 4 among 4 members (member 3 died): survivors hold chunks 0,1 / 2 / 3. */
+	struct rs_report r[3] = { rep(0, 4, 4, 0x3, 4), rep(1, 4, 4, 0x4, 4),
+				  rep(2, 4, 4, 0x9, 4) };
+	struct rs_decision d;
+
+	cr_assert_eq(resume_decide(r, 3, &d), 0);
+	cr_expect_eq(d.kind, RS_FINISH);
+	cr_expect_eq(d.att_epoch, 4);
+	cr_expect_eq(d.ncontrib, 4, "the dead member's input stays counted");
+	cr_expect_eq(d.provider[0], 0);
+	cr_expect_eq(d.provider[1], 0);
+	cr_expect_eq(d.provider[2], 1);
+	cr_expect_eq(d.provider[3], 2, "lowest holder of chunk 3 is member index 2");
+}
+
+Test(resume, uncovered_attempt_runs_again)
+{
+	/* Chunk 3 was only at the dead member. */
+	struct rs_report r[3] = { rep(0, 4, 4, 0x1, 4), rep(1, 4, 4, 0x2, 4),
+				  rep(2, 4, 4, 0x4, 4) };
+	struct rs_decision d;
+
+	cr_assert_eq(resume_decide(r, 3, &d), 0);
+	cr_expect_eq(d.kind, RS_RUN);
+}
+
+Test(resume, completed_report_means_done)
+{
+	struct rs_report r[3] = { rep(0, 4, 4, 0xf, 4), rep(1, 4, 4, 0xf, 4),
+				  rep(2, 4, 4, 0xf, 4) };
+	struct rs_decision d;
+
+	r[1].flags |= RS_F_COMPLETED;
+	cr_assert_eq(resume_decide(r, 3, &d), 0);
+	cr_expect_eq(d.kind, RS_DONE);
+	cr_expect_eq(d.att_epoch, 4);
+}
+
+Test(resume, completed_wins_over_an_older_covered_attempt)
+{
+	/* Inconsistent by the protocol's invariants, so it must not be taken silently: an older
+	 * covered attempt alongside a completed newer one. The completed one is the answer. */
+	struct rs_report r[2] = { rep(0, 6, 2, 0x3, 2), rep(1, 3, 2, 0x3, 3) };
+	struct rs_decision d;
+
+	r[0].flags |= RS_F_COMPLETED;
+	cr_assert_eq(resume_decide(r, 2, &d), 0);
+	cr_expect_eq(d.kind, RS_DONE);
+	cr_expect_eq(d.att_epoch, 6);
+}
+
+Test(resume, oldest_covered_attempt_is_taken)
+{
+	/* Member 2 was still in attempt 3 when the others began attempt 5, and holds all of
+	 * attempt 3: that one is covered, and older. */
+	struct rs_report r[3] = { rep(0, 5, 3, 0x1, 3), rep(1, 5, 3, 0x6, 3),
+				  rep(2, 3, 4, 0xf, 4) };
+	struct rs_decision d;
+
+	cr_assert_eq(resume_decide(r, 3, &d), 0);
+	cr_expect_eq(d.kind, RS_FINISH);
+	cr_expect_eq(d.att_epoch, 3);
+	cr_expect_eq(d.provider[0], 2);
+}
+
+Test(resume, newer_attempt_when_the_older_is_not_covered)
+{
+	struct rs_report r[3] = { rep(0, 5, 3, 0x1, 3), rep(1, 5, 3, 0x6, 3),
+				  rep(2, 3, 4, 0x7, 4) };
+	struct rs_decision d;
+
+	cr_assert_eq(resume_decide(r, 3, &d), 0);
+	cr_expect_eq(d.kind, RS_FINISH);
+	cr_expect_eq(d.att_epoch, 5);
+	cr_expect_eq(d.ncontrib, 3);
+	cr_expect_eq(d.provider[1], 1);
+}
+
+Test(resume, joiner_without_state_is_served)
+{
+	struct rs_report r[3] = { rep(0, 4, 2, 0x3, 2), rep(1, 4, 2, 0x2, 2), none(2) };
+	struct rs_decision d;
+
+	cr_assert_eq(resume_decide(r, 3, &d), 0);
+	cr_expect_eq(d.kind, RS_FINISH);
+	cr_expect_eq(d.provider[0], 0);
+	cr_expect_eq(d.provider[1], 0);
+}
+
+Test(resume, contradictions_are_refused)
+{
+	struct rs_report r[2] = { rep(0, 4, 2, 0x1, 2), rep(1, 4, 3, 0x6, 2) };
+	struct rs_report q[2] = { rep(0, 4, 2, 0x3, 2), rep(1, 6, 2, 0x3, 2) };
+	struct rs_decision d;
+
+	cr_expect_eq(resume_decide(r, 2, &d), -EPROTO, "one attempt, two shapes");
+	q[0].flags |= RS_F_COMPLETED;
+	q[1].flags |= RS_F_COMPLETED;
+	cr_expect_eq(resume_decide(q, 2, &d), -EPROTO, "two attempts both returned");
+	q[1] = rep(1, 4, 2, 0x3, 2);
+	q[1].contrib[0] = 0x5; /* count says 2, bits say 2 but a different set */
+	cr_expect_eq(resume_decide(q, 2, &d), -EPROTO, "one attempt, two contributor sets");
+	q[1] = rep(1, 4, 2, 0x3, 2);
+	q[1].seq = SEQ + 1;
+	cr_expect_eq(resume_decide(q, 2, &d), -EPROTO, "reports on different ops");
+	cr_expect_eq(resume_decide(q, 0, &d), -EPROTO);
+}
+
+Test(resume, wire_round_trip_and_bad_fields)
+{
+	struct rs_report a = rep(7, 9, 5, 0x15, 5), b;
+	uint8_t buf[RS_WIRE_SIZE];
+
+	resume_encode(&a, buf);
+	cr_assert_eq(resume_decode(buf, &b), 0);
+	cr_expect_eq(memcmp(&a, &b, sizeof(a)), 0);
+	buf[4] = 0x80; /* unknown flag */
+	cr_expect_eq(resume_decode(buf, &b), -EPROTO);
+	resume_encode(&a, buf);
+	buf[28] = 0; /* zero chunks */
+	cr_expect_eq(resume_decode(buf, &b), -EPROTO);
+	resume_encode(&a, buf);
+	buf[32] = 4; /* contributor count disagrees with the set */
+	cr_expect_eq(resume_decode(buf, &b), -EPROTO);
+	resume_encode(&a, buf);
+	buf[1] = 0x10; /* member id 4103 */
+	cr_expect_eq(resume_decode(buf, &b), -EPROTO);
+}
