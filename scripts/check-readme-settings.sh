@@ -35,6 +35,9 @@ not_settings() {
 	local name=$1 opt
 	case "$name" in
 	FTCC_TEST_* | FTCC_FUZZ_* | FTCC_PLUGIN_PATH) return 0 ;;
+	# Names of the C API (include/ftcc.h): error codes, types, operators, policies.
+	FTCC_ERR_* | FTCC_DEGRADED_* | FTCC_OK | FTCC_SUM | FTCC_PROD | FTCC_MAX | FTCC_MIN) return 0 ;;
+	FTCC_AVG | FTCC_INT* | FTCC_UINT* | FTCC_FLOAT* | FTCC_BFLOAT16 | FTCC_FP8_*) return 0 ;;
 	esac
 	for opt in "${cmake_opts[@]}"; do
 		[ "$name" = "$opt" ] && return 0
