@@ -99,6 +99,9 @@ void algo_waiter_init(struct algo_waiter *w)
 	w->last_check_ns = algo_now_ns();
 }
 
+/* How long an abandoned attempt may take to finish its half-written frames. */
+#define ALGO_SETTLE_MS 100
+
 int algo_progress(struct algo_att *a, struct algo_waiter *w, struct dp_xfer *x, int n)
 {
 	uint32_t bad = UINT32_MAX;
@@ -109,13 +112,20 @@ int algo_progress(struct algo_att *a, struct algo_waiter *w, struct dp_xfer *x, 
 	if (rc < 0) {
 		if (rc == -EPIPE || rc == -EPROTO) {
 			a->bad_peer = bad;
+			/* Other peers' half-written frames: finish them, or their connections
+			 * close and a live member looks dead. */
+			dp_settle(a->dp, x, n, ALGO_SETTLE_MS);
 		}
 		return rc;
 	}
 	now = algo_now_ns();
 	if (a->check && (rc == 0 || now - w->last_check_ns >= (int64_t)ALGO_WAIT_MS * 1000000)) {
 		w->last_check_ns = now;
-		return a->check(a->check_arg);
+		rc = a->check(a->check_arg);
+		if (rc && rc != -ECANCELED) {
+			dp_settle(a->dp, x, n, ALGO_SETTLE_MS);
+		}
+		return rc;
 	}
 	return 0;
 }

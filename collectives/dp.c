@@ -445,17 +445,16 @@ int dp_progress(struct dp *dp, struct dp_xfer *x, int n, int wait_ms, uint32_t *
 	}
 }
 
-/* Before dp_run() gives up on @x (its check said stop, or a peer failed), finishes the frames
- * it left half written, for up to DP_FLUSH_MS: they complete with the right data (the peer
- * uses or drops them), where an abandoned half frame would cost the connection. */
-static void dp_flush_partial(struct dp *dp, const struct dp_xfer *x, int n)
+void dp_settle(struct dp *dp, const struct dp_xfer *x, int n, int ms)
 {
-	struct dp_xfer part[DP_FLUSH_MAX];
+	struct dp_xfer part[DP_SETTLE_MAX];
 	int np = 0;
-	int64_t end = dp_now_ns() + (int64_t)DP_FLUSH_MS * 1000000;
+	int64_t end = dp_now_ns() + (int64_t)ms * 1000000;
 	uint32_t bp;
 
-	for (int i = 0; i < n && np < DP_FLUSH_MAX; i++) {
+	if (!dp || !x || atomic_load_explicit(&dp->aborted, memory_order_acquire))
+		return;
+	for (int i = 0; i < n && np < DP_SETTLE_MAX; i++) {
 		struct dp_peer_ent *pe = dp_peer_find(dp, x[i].peer);
 
 		if (x[i].dir == DP_SEND && !x[i].done && x[i].hdr_state > 0 && pe && pe->conn &&
@@ -492,7 +491,7 @@ int dp_run(struct dp *dp, struct dp_xfer *x, int n, int (*check)(void *arg), voi
 		rc = dp_progress(dp, x, n, check_ms, bad_peer);
 		if (rc < 0) {
 			if (rc != -ECANCELED)
-				dp_flush_partial(dp, x, n);
+				dp_settle(dp, x, n, DP_SETTLE_MS);
 			return rc;
 		}
 		now = dp_now_ns();
@@ -500,7 +499,7 @@ int dp_run(struct dp *dp, struct dp_xfer *x, int n, int (*check)(void *arg), voi
 			last = now;
 			rc = check ? check(arg) : 0;
 			if (rc) {
-				dp_flush_partial(dp, x, n);
+				dp_settle(dp, x, n, DP_SETTLE_MS);
 				return rc;
 			}
 		}

@@ -32,8 +32,9 @@
 #define DP_BACKOFF_MAX_MS 200	/* retries back off up to this */
 #define DP_RX_BUDGET (8u << 20) /* payload bytes read from one connection per pass */
 #define DP_IOV_FRAMES 8
-#define DP_FLUSH_MS 100 /* dp_run() finishing half-written frames before it gives up */
-#define DP_FLUSH_MAX 16 /* frames gathered into one writev */
+#define DP_SETTLE_MS 100 /* dp_run() finishing half-written frames before it gives up */
+#define DP_SETTLE_MAX                                                                              \
+	16 /* half-written frames dp_settle() finishes (one per connection) */ /* frames gathered into one writev */
 
 enum dp_conn_state {
 	DPC_BACKOFF = 1, /* connector: no socket, retrying at @retry_ns */

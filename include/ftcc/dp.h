@@ -58,9 +58,9 @@ struct dp_tag {
 enum {
 	DP_PH_REPORT = 1, /* resume reports */
 	DP_PH_FILL = 2,	  /* missing chunks pushed after a resume decision */
-	DP_PH_DATA = 3,	  /* an algorithm's steps (an op in an epoch has a fill or data, not both) */
-	DP_PH_HAVE = 4,	  /* "I hold the whole result" notices */
-	DP_PH_TEST = 99,  /* unit tests */
+	DP_PH_DATA = 3,	 /* an algorithm's steps (an op in an epoch has a fill or data, not both) */
+	DP_PH_HAVE = 4,	 /* "I hold the whole result" notices */
+	DP_PH_TEST = 99, /* unit tests */
 };
 
 enum dp_dir { DP_SEND = 1, DP_RECV = 2 };
@@ -105,6 +105,15 @@ int dp_progress(struct dp *dp, struct dp_xfer *x, int n, int wait_ms, uint32_t *
  * Otherwise 0 or dp_progress's error. */
 int dp_run(struct dp *dp, struct dp_xfer *x, int n, int (*check)(void *arg), void *arg,
 	   int check_ms, uint32_t *bad_peer);
+
+/* Finishes, for up to @ms, the sends of @x that dp left half written (a frame's header or part
+ * of its payload on the stream), so that a caller giving up on @x (its check said stop, or
+ * another peer failed) does not cost those connections: an abandoned half frame can only be
+ * ended by closing the connection, which the peer sees as -EPIPE. The peer uses or drops the
+ * finished frames like any other. Sends not yet started are left alone; errors are ignored.
+ * dp_run() does this itself before returning a check's value or an error other than
+ * -ECANCELED. */
+void dp_settle(struct dp *dp, const struct dp_xfer *x, int n, int ms);
 
 /* Makes every current and later dp_progress() return -ECANCELED at once. Any thread. */
 void dp_abort(struct dp *dp);

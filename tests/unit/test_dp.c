@@ -385,3 +385,37 @@ Test(dp, abandoned_half_frame_closes_connection)
 	dp_destroy(d[0]);
 	dp_destroy(d[1]);
 }
+
+/* The same, but the sender settles before moving on: the half frame is finished (the peer
+ * takes it whole) and the connection survives. */
+Test(dp, settle_finishes_half_frame)
+{
+	uint32_t ids[2] = { 1, 2 };
+	uint64_t incs[2] = { 1, 1 };
+	struct dp *d[2] = { dph_mk(1, 1, 0), dph_mk(2, 1, 0) };
+	uint8_t *s = malloc(DPH_BIG), *r = malloc(DPH_BIG);
+	struct dph_job b = { .dp = d[1] };
+	uint32_t bp = 0;
+
+	dph_mesh(d, ids, incs, 2);
+	dph_ping(d[0], 1, d[1], 2, 1);
+	dph_fill(s, DPH_BIG, 21);
+	struct dp_xfer big = dph_xf(2, DP_SEND, dph_tag(2, 0), s, DPH_BIG);
+	int64_t deadline = dph_now_ms() + DPH_BOUND_MS;
+
+	while (big.off == 0 && dph_now_ms() < deadline)
+		cr_assert_geq(dp_progress(d[0], &big, 1, 0, &bp), 0);
+	cr_assert(big.off > 0 && !big.done, "half written (member 2 is not reading)");
+	b.x[0] = dph_xf(1, DP_RECV, dph_tag(2, 0), r, DPH_BIG);
+	b.n = 1;
+	dph_job_start(&b);
+	dp_settle(d[0], &big, 1, DPH_BOUND_MS);
+	dph_job_join(&b);
+	cr_assert_eq(b.rc, 0, "%d", b.rc);
+	cr_expect(dph_check_fill(r, DPH_BIG, 21));
+	dph_ping(d[0], 1, d[1], 2, 3); /* no -EPIPE: same connection */
+	free(s);
+	free(r);
+	dp_destroy(d[0]);
+	dp_destroy(d[1]);
+}
