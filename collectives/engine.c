@@ -451,8 +451,8 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 				att.nchunks = d.nchunks;
 				att.ncontrib = d.ncontrib;
 				memcpy(att.contrib, d.contrib, sizeof(att.contrib));
-				resumed = 1;
 				if (d.kind == RS_FINISH) {
+					resumed = 1;
 					ftcc_fault("fill", r->seq, 0);
 					rc = eng_fill(c, e, r->seq, r, &d, &bad);
 					if (rc == 0) {

@@ -1,0 +1,1207 @@
+/* Test groups of allreduce communicators in forked processes: the deterministic inputs and the
+ * exact expected results, the member process that runs the script and records every op, the
+ * parent's control of those processes (kill, freeze, abort, restart) and its bounded waits, and the
+ * agreement check over every record. Owns each group's shared page.
+ */
+#define _GNU_SOURCE
+#include "ft_group.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "chaos_proc.h"
+#include "ftcc/reduce.h"
+
+/* How long a member process waits on one op completed by polling ftcc_test(). */
+#define FT_TEST_POLL_MS 60000
+
+/* ---- inputs and expected results ------------------------------------------------------------- */
+
+/* The value of element @e of member @m's input of op @seq: small integers, so that every reduction
+ * over up to FT_GROUP_MAX_N members is exact in the type (partial sums stay below 2^(mantissa bits
+ * + 1); products are powers of two). */
+static int ft_value(const struct ft_spec *spec, uint32_t m, uint64_t seq, size_t e)
+{
+	int h = (int)((m + 1) * (seq % 7 + 1) + e % 5);
+
+	if (spec->op == FTCC_PROD) {
+		return 1 + ((m + seq + e) % 3 == 0);
+	}
+	switch (spec->dtype) {
+	case FTCC_INT8:
+	case FTCC_UINT8:
+	case FTCC_FP8_E4M3:
+	case FTCC_FP8_E5M2:
+		return (int)((m + seq + e) % 2);
+	case FTCC_BFLOAT16:
+		return h % 16;
+	case FTCC_UINT32:
+	case FTCC_UINT64:
+		return h;
+	default:
+		return h - 12;
+	}
+}
+
+/* The bits of the small integer @v in a binary float format with @ebits exponent bits, @mbits
+ * mantissa bits and exponent bias @bias (exact for the values ft_value() makes). */
+static uint32_t ft_small_float(int v, int ebits, int mbits, int bias)
+{
+	uint32_t sign = v < 0, a = (uint32_t)(v < 0 ? -v : v), man;
+	int e;
+
+	if (a == 0) {
+		return sign << (ebits + mbits);
+	}
+	e = 31 - __builtin_clz(a);
+	man = a - (1u << e);
+	man = e <= mbits ? man << (mbits - e) : man >> (e - mbits);
+	return sign << (ebits + mbits) | (uint32_t)(e + bias) << mbits | man;
+}
+
+/* Stores @v as element @i of @buf in @dtype. */
+static void ft_store(void *buf, size_t i, enum ftcc_dtype dtype, int v)
+{
+	switch (dtype) {
+	case FTCC_INT8:
+		((int8_t *)buf)[i] = (int8_t)v;
+		break;
+	case FTCC_UINT8:
+		((uint8_t *)buf)[i] = (uint8_t)v;
+		break;
+	case FTCC_INT32:
+		((int32_t *)buf)[i] = v;
+		break;
+	case FTCC_UINT32:
+		((uint32_t *)buf)[i] = (uint32_t)v;
+		break;
+	case FTCC_INT64:
+		((int64_t *)buf)[i] = v;
+		break;
+	case FTCC_UINT64:
+		((uint64_t *)buf)[i] = (uint64_t)v;
+		break;
+	case FTCC_FLOAT16:
+		((uint16_t *)buf)[i] = (uint16_t)ft_small_float(v, 5, 10, 15);
+		break;
+	case FTCC_FLOAT32:
+		((float *)buf)[i] = (float)v;
+		break;
+	case FTCC_FLOAT64:
+		((double *)buf)[i] = v;
+		break;
+	case FTCC_BFLOAT16:
+		((uint16_t *)buf)[i] = (uint16_t)ft_small_float(v, 8, 7, 127);
+		break;
+	case FTCC_FP8_E4M3:
+		((uint8_t *)buf)[i] = (uint8_t)ft_small_float(v, 4, 3, 7);
+		break;
+	case FTCC_FP8_E5M2:
+		((uint8_t *)buf)[i] = (uint8_t)ft_small_float(v, 5, 2, 15);
+		break;
+	default:
+		break;
+	}
+}
+
+void ft_input(void *buf, const struct ft_spec *spec, uint32_t member, uint64_t seq)
+{
+	for (size_t e = 0; e < spec->count; e++)
+		ft_store(buf, e, spec->dtype, ft_value(spec, member, seq, e));
+}
+
+uint64_t ft_fnv(const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* Whether the rescale policy scales this op's result. */
+static int ft_rescaled(const struct ft_spec *spec, uint32_t ncontrib, uint32_t size,
+		       enum ftcc_degraded policy)
+{
+	return policy == FTCC_DEGRADED_RESCALE && spec->op == FTCC_SUM &&
+	       ftcc_dtype_is_float(spec->dtype) && ncontrib > 0 && ncontrib < size;
+}
+
+uint64_t ft_expect(const struct ft_spec *spec, uint64_t seq, uint32_t mask, uint32_t size,
+		   enum ftcc_degraded policy, void *acc, void *tmp, double *scale)
+{
+	size_t bytes = spec->count * ftcc_dtype_size(spec->dtype);
+	uint32_t n = 0;
+
+	if (scale)
+		*scale = 1.0;
+	for (uint32_t m = 0; m < 32; m++) {
+		if (!(mask >> m & 1))
+			continue;
+		ft_input(n ? tmp : acc, spec, m, seq);
+		if (n)
+			ftcc_reduce(acc, tmp, spec->count, spec->dtype, spec->op);
+		n++;
+	}
+	if (n == 0)
+		memset(acc, 0, bytes);
+	if (spec->op == FTCC_AVG && n)
+		ftcc_reduce_div(acc, spec->count, spec->dtype, n);
+	if (ft_rescaled(spec, n, size, policy)) {
+		double f = (double)size / (double)n;
+
+		ftcc_reduce_scale(acc, spec->count, spec->dtype, f);
+		if (scale)
+			*scale = f;
+	}
+	return ft_fnv(acc, bytes);
+}
+
+/* ---- the member process ---------------------------------------------------------------------- */
+
+/* What a forked member process needs; lives on the parent's stack, copied by fork. */
+struct ft_child_arg {
+	const struct ft_group *g;
+	int run;
+};
+
+/* One op in flight in a member process. */
+struct ft_slot {
+	ftcc_request_t *req;
+	uint64_t seq;
+	const struct ft_spec *spec;
+	void *send, *recv;
+};
+
+/* A member process's state shared with its abort thread. */
+struct ft_child {
+	const struct ft_group *g;
+	struct ft_run *r;
+	ftcc_comm_t *comm;
+	_Atomic int quit; /* the abort thread exits */
+};
+
+static const struct ft_spec *ft_spec_of(const struct ft_group *g, uint64_t seq)
+{
+	return &g->script[seq % (uint64_t)g->o.nspec];
+}
+
+static void ft_note_max(_Atomic int64_t *at, int64_t v)
+{
+	int64_t cur = atomic_load(at);
+
+	while (cur < v && !atomic_compare_exchange_weak(at, &cur, v)) {
+	}
+}
+
+/* Records the end of op @seq (child). */
+static void ft_finish(struct ft_run *r, uint64_t seq, const struct ft_spec *spec, int rc,
+		      const struct ftcc_record *rec, const void *result)
+{
+	struct ft_op *op = &r->ops[seq];
+
+	op->rc = rc;
+	if (rec && (rc == 0 || rc == FTCC_ERR_DEGRADED)) {
+		op->bad_seq = rec->seq != seq;
+		op->epoch = rec->epoch;
+		op->size = rec->size;
+		op->ncontrib = rec->ncontrib;
+		op->attempts = rec->attempts;
+		op->resumed = rec->resumed;
+		op->scale = rec->scale;
+		op->mask = 0;
+		for (uint32_t m = 0; m < 32; m++)
+			if (ftcc_record_has(rec, m))
+				op->mask |= 1u << m;
+		op->sum = ft_fnv(result, spec->count * ftcc_dtype_size(spec->dtype));
+	}
+	op->t_done = chaos_now_ns();
+	atomic_store_explicit(&op->state, FT_OP_DONE, memory_order_release);
+	atomic_fetch_add(&r->ndone, 1);
+	ft_note_max(&r->last_seq, (int64_t)seq);
+}
+
+/* Calls ftcc_comm_abort() when the parent asks (a second thread, so that the op in flight on the
+ * main thread is aborted under it). */
+static void *ft_abort_thread(void *arg)
+{
+	struct ft_child *c = arg;
+
+	while (!atomic_load(&c->quit)) {
+		if (atomic_load(&c->r->abort)) {
+			int64_t t = chaos_now_ns();
+			int rc = ftcc_comm_abort(c->comm);
+			int64_t d = chaos_now_ns() - t;
+
+			atomic_store(&c->r->abort_rc, rc);
+			atomic_store(&c->r->t_abort, chaos_now_ns());
+			atomic_store(&c->r->abort_ns, d > 0 ? d : 1);
+			return NULL;
+		}
+		chaos_sleep_ms(1);
+	}
+	return NULL;
+}
+
+/* The argument probes (opts.probe). */
+static void ft_probe(struct ft_child *c, void *buf, void *out)
+{
+	struct ft_run *r = c->r;
+	ftcc_request_t *req = NULL;
+	struct ftcc_view v;
+
+	ftcc_comm_view(c->comm, &v, NULL, 0);
+	r->probe_seq[0] = v.next_seq;
+	r->probe_rc[FT_PROBE_NULL_SEND] =
+		ftcc_allreduce(c->comm, NULL, out, 8, FTCC_FLOAT32, FTCC_SUM, NULL);
+	r->probe_rc[FT_PROBE_NULL_RECV] =
+		ftcc_allreduce(c->comm, buf, NULL, 8, FTCC_FLOAT32, FTCC_SUM, NULL);
+	r->probe_rc[FT_PROBE_DTYPE] = ftcc_allreduce(
+		c->comm, buf, out, 8, (enum ftcc_dtype)FTCC_DTYPE_COUNT, FTCC_SUM, NULL);
+	r->probe_rc[FT_PROBE_OP] = ftcc_allreduce(c->comm, buf, out, 8, FTCC_FLOAT32,
+						  (enum ftcc_redop)FTCC_REDOP_COUNT, NULL);
+	r->probe_rc[FT_PROBE_IDTYPE] =
+		ftcc_iallreduce(c->comm, buf, out, 8, (enum ftcc_dtype)99, FTCC_SUM, &req);
+	if (r->probe_rc[FT_PROBE_IDTYPE] == 0 && req)
+		ftcc_wait(req, NULL);
+	r->probe_rc[FT_PROBE_NULL_REQ] =
+		ftcc_iallreduce(c->comm, buf, out, 8, FTCC_FLOAT32, FTCC_SUM, NULL);
+	r->probe_rc[FT_PROBE_ZERO] =
+		ftcc_allreduce(c->comm, buf, out, 0, FTCC_FLOAT32, FTCC_SUM, NULL);
+	ftcc_comm_view(c->comm, &v, NULL, 0);
+	r->probe_seq[1] = v.next_seq;
+}
+
+/* Waits for a slot's op (child). */
+static int ft_complete(const struct ft_group *g, struct ft_slot *s, struct ftcc_record *rec)
+{
+	int64_t deadline;
+	int done = 0, rc;
+
+	if (!g->o.use_test)
+		return ftcc_wait(s->req, rec);
+	deadline = chaos_now_ns() + (int64_t)FT_TEST_POLL_MS * 1000000;
+	for (;;) {
+		rc = ftcc_test(s->req, &done, rec);
+		if (done || rc)
+			return rc;
+		if (chaos_now_ns() > deadline) {
+			fprintf(stderr, "ft_group: op %llu not done after %d ms of ftcc_test\n",
+				(unsigned long long)s->seq, FT_TEST_POLL_MS);
+			return FTCC_ERR_TIMEOUT;
+		}
+		sched_yield(); /* two cores for every member: leave them to the engine */
+	}
+}
+
+/* Starts (depth > 1) or runs (depth 1) op @s->seq. 0, or the error that ends the script. */
+static int ft_start(struct ft_child *c, struct ft_slot *s)
+{
+	const struct ft_group *g = c->g;
+	struct ft_run *r = c->r;
+	struct ftcc_record rec;
+	void *in = s->spec->inplace ? s->recv : s->send;
+	int rc;
+
+	ft_input(in, s->spec, (uint32_t)r->member, s->seq);
+	r->ops[s->seq].t_start = chaos_now_ns();
+	atomic_store_explicit(&r->ops[s->seq].state, FT_OP_STARTED, memory_order_release);
+	if (g->o.depth <= 1) {
+		memset(&rec, 0, sizeof(rec));
+		rc = ftcc_allreduce(c->comm, in, s->recv, s->spec->count, s->spec->dtype,
+				    s->spec->op, &rec);
+		ft_finish(r, s->seq, s->spec, rc, &rec, s->recv);
+		return rc == FTCC_ERR_DEGRADED ? 0 : rc;
+	}
+	s->req = NULL;
+	rc = ftcc_iallreduce(c->comm, in, s->recv, s->spec->count, s->spec->dtype, s->spec->op,
+			     &s->req);
+	if (rc)
+		ft_finish(r, s->seq, s->spec, rc, NULL, NULL);
+	return rc;
+}
+
+/* Sleeps until op @seq is due (opts.pace_us), in steps of at most 5 ms so that a stop is seen. 1
+ * when stopped. */
+static int ft_pace(const struct ft_group *g, struct ft_run *r, uint64_t seq)
+{
+	int64_t due = g->t0_ns + (int64_t)seq * g->o.pace_us * 1000;
+
+	for (;;) {
+		int64_t now = chaos_now_ns(), until = due < now + 5000000 ? due : now + 5000000;
+		struct timespec ts = { .tv_sec = until / 1000000000,
+				       .tv_nsec = until % 1000000000 };
+
+		if (atomic_load(&r->stop))
+			return 1;
+		if (now >= due)
+			return 0;
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+	}
+}
+
+/* The script: ops numbered from the communicator's next_seq up to the limit, up to depth of them in
+ * flight, until stopped or an op fails for good. Returns that error, or 0. */
+static int ft_script(struct ft_child *c, struct ft_slot *slots, int depth)
+{
+	const struct ft_group *g = c->g;
+	struct ft_run *r = c->r;
+	int head = 0, inflight = 0, err = 0, at_limit = 0;
+
+	for (;;) {
+		while (!err && inflight < depth && !atomic_load(&r->stop)) {
+			struct ft_slot *s = &slots[(head + inflight) % depth];
+			struct ftcc_view v;
+
+			if (r->catchup && atomic_load(&r->ready) &&
+			    atomic_load(&r->ready_seq) < 0) {
+				ftcc_comm_view(c->comm, &v, NULL, 0);
+				atomic_store(&r->ready_rc, ftcc_comm_ready(c->comm));
+				atomic_store(&r->ready_seq, (int64_t)v.next_seq);
+			}
+			if (ftcc_comm_view(c->comm, &v, NULL, 0) == 0 && v.state != 0) {
+				err = v.state;
+				break;
+			}
+			if (v.next_seq >= FT_GROUP_MAX_SEQ) {
+				atomic_store(&r->overflow, 1);
+				break;
+			}
+			if (v.next_seq >= atomic_load(&g->sh->limit)) {
+				at_limit = 1;
+				break;
+			}
+			if (g->o.pace_us && ft_pace(g, r, v.next_seq))
+				break;
+			s->seq = v.next_seq;
+			s->spec = ft_spec_of(g, s->seq);
+			err = ft_start(c, s);
+			if (!err && depth > 1)
+				inflight++;
+		}
+		if (inflight == 0) {
+			if (err || at_limit || atomic_load(&r->stop) || atomic_load(&r->overflow))
+				return err;
+			continue;
+		}
+		{
+			struct ft_slot *s = &slots[head];
+			struct ftcc_record rec;
+			int rc;
+
+			memset(&rec, 0, sizeof(rec));
+			rc = ft_complete(g, s, &rec);
+			ft_finish(r, s->seq, s->spec, rc, &rec, s->recv);
+			if (rc && rc != FTCC_ERR_DEGRADED && !err)
+				err = rc;
+			head = (head + 1) % depth;
+			inflight--;
+		}
+	}
+}
+
+/* Body of a member process: create, probe, run the script, wait to be stopped, destroy. */
+static int ft_child_main(void *arg)
+{
+	const struct ft_child_arg *a = arg;
+	const struct ft_group *g = a->g;
+	struct ft_run *r = &g->sh->run[a->run];
+	struct ft_slot slots[FT_GROUP_MAX_DEPTH] = { 0 };
+	struct ftcc_config cfg;
+	struct ft_child c = { .g = g, .r = r };
+	const char *addrs[FT_GROUP_MAX_N];
+	int depth = g->o.depth > 1 ? g->o.depth : 1;
+	size_t max_bytes = 64;
+	pthread_t th;
+	int64_t t;
+	int rc;
+
+	setenv("FTCC_DEBUG", getenv("FT_GROUP_DEBUG") ? getenv("FT_GROUP_DEBUG") : "INFO", 1);
+	if (r->fault[0])
+		setenv("FTCC_FAULT", r->fault, 1);
+	else
+		unsetenv("FTCC_FAULT");
+	if (g->algo[0])
+		setenv("FTCC_ALGO", g->algo, 1);
+	for (int k = 0; k < g->o.nspec; k++) {
+		size_t b = g->script[k].count * ftcc_dtype_size(g->script[k].dtype);
+
+		max_bytes = b > max_bytes ? b : max_bytes;
+	}
+	for (int k = 0; k < depth; k++) {
+		slots[k].send = calloc(1, max_bytes);
+		slots[k].recv = calloc(1, max_bytes);
+		if (!slots[k].send || !slots[k].recv)
+			return 2;
+	}
+	for (int i = 0; i < g->n; i++)
+		addrs[i] = g->addr[i];
+	ftcc_config_init(&cfg);
+	cfg.group = g->name;
+	cfg.rank = (uint32_t)r->member;
+	cfg.size = (uint32_t)g->n;
+	cfg.addrs = addrs;
+	cfg.coordinator = "embedded";
+	cfg.join = r->join;
+	cfg.catchup = r->catchup;
+	cfg.degraded = g->o.degraded;
+	cfg.timeout_ms = g->o.timeout_ms;
+	cfg.connect_timeout_ms = g->o.connect_timeout_ms;
+	rc = ftcc_comm_create(&cfg, &c.comm);
+	atomic_store(&r->t_created, chaos_now_ns());
+	if (rc) {
+		fprintf(stderr, "ft_group: member %d: ftcc_comm_create: %s\n", r->member,
+			ftcc_strerror(rc));
+		atomic_store(&r->end_rc, rc);
+		atomic_store(&r->created, rc < 0 ? rc : FTCC_ERR_INVALID);
+		return 3;
+	}
+	r->view0_rc = ftcc_comm_view(c.comm, &r->view0, r->members0, FT_GROUP_MAX_N);
+	atomic_store(&r->created, 1);
+	if (pthread_create(&th, NULL, ft_abort_thread, &c))
+		return 4;
+	if (g->o.probe)
+		ft_probe(&c, slots[0].send, slots[0].recv);
+	rc = ft_script(&c, slots, depth);
+	r->view1_rc = ftcc_comm_view(c.comm, &r->view1, NULL, 0);
+	snprintf(r->last_error, sizeof(r->last_error), "%s", ftcc_comm_last_error(c.comm));
+	atomic_store(&r->end_rc, rc);
+	atomic_store(&r->t_end, chaos_now_ns());
+	atomic_store(&r->ended, 1);
+	while (!atomic_load(&r->stop))
+		chaos_sleep_ms(1);
+	atomic_store(&c.quit, 1);
+	pthread_join(th, NULL);
+	t = chaos_now_ns();
+	atomic_store(&r->destroy_rc, ftcc_comm_destroy(c.comm));
+	atomic_store(&r->destroy_ns, chaos_now_ns() - t > 0 ? chaos_now_ns() - t : 1);
+	for (int k = 0; k < depth; k++) {
+		free(slots[k].send);
+		free(slots[k].recv);
+	}
+	return 0;
+}
+
+/* ---- the parent ------------------------------------------------------------------------------ */
+
+/* A port nobody listens on at @ip now (the kernel's pick for port 0). 0 on failure. */
+static uint16_t ft_free_port(const char *ip)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	uint16_t port = 0;
+
+	if (fd < 0)
+		return 0;
+	if (inet_pton(AF_INET, ip, &sa.sin_addr) == 1 &&
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
+		port = ntohs(sa.sin_port);
+	}
+	close(fd);
+	return port;
+}
+
+/* The policy the members apply (FTCC_DEGRADED_DEFAULT resolved as the library does). */
+static enum ftcc_degraded ft_policy(const struct ft_group *g)
+{
+	const char *env = getenv("FTCC_DEGRADED");
+
+	if (g->o.degraded != FTCC_DEGRADED_DEFAULT)
+		return g->o.degraded;
+	if (env && strcmp(env, "sum") == 0)
+		return FTCC_DEGRADED_SUM;
+	if (env && strcmp(env, "fail") == 0)
+		return FTCC_DEGRADED_FAIL;
+	return FTCC_DEGRADED_RESCALE;
+}
+
+int ft_group_start(struct ft_group *g, const char *test, int n, const struct ft_group_opts *o)
+{
+	memset(g, 0, sizeof(*g));
+	if (n < 1 || n > FT_GROUP_MAX_N || !o || !o->script || o->nspec < 1 ||
+	    o->nspec > FT_GROUP_MAX_SPECS || o->depth > FT_GROUP_MAX_DEPTH) {
+		fprintf(stderr, "ft_group: bad options\n");
+		return -1;
+	}
+	g->t0_ns = chaos_now_ns();
+	g->n = n;
+	g->o = *o;
+	memcpy(g->script, o->script, sizeof(g->script[0]) * (size_t)o->nspec);
+	g->o.script = g->script;
+	g->o.timeout_ms = o->timeout_ms ? o->timeout_ms : 1000;
+	g->o.connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : 10000;
+	g->o.depth = o->depth > 1 ? o->depth : 1;
+	g->o.algo = NULL;
+	if (o->algo)
+		snprintf(g->algo, sizeof(g->algo), "%s", o->algo);
+	for (int i = 0; i < FT_GROUP_MAX_N; i++) {
+		if (i < n && o->fault[i])
+			snprintf(g->fault0[i], sizeof(g->fault0[i]), "%s", o->fault[i]);
+		g->o.fault[i] = NULL;
+		g->run[i] = -1;
+	}
+	snprintf(g->name, sizeof(g->name), "%.40s-%d", test, (int)getpid());
+	for (int i = 0; i < FT_GROUP_MAX_RUNS; i++) {
+		g->errfd[i] = -1;
+		g->exit_status[i] = -1;
+	}
+	g->sh = mmap(NULL, sizeof(*g->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+		     0);
+	if (g->sh == MAP_FAILED) {
+		g->sh = NULL;
+		fprintf(stderr, "ft_group: mmap: %s\n", strerror(errno));
+		return -1;
+	}
+	atomic_store(&g->sh->limit, o->limit ? o->limit : (uint64_t)o->nspec);
+	for (int i = 0; i < n; i++) {
+		uint16_t port;
+
+		snprintf(g->ip[i], sizeof(g->ip[i]), "127.0.0.%d", FT_GROUP_IP_BASE + i);
+		port = ft_free_port(g->ip[i]);
+		if (!port) {
+			fprintf(stderr, "ft_group: no free port on %s\n", g->ip[i]);
+			return -1;
+		}
+		snprintf(g->addr[i], sizeof(g->addr[i]), "%s:%u", g->ip[i], port);
+	}
+	for (int i = 0; i < n; i++)
+		if (ft_group_spawn(g, i, 0, 0, g->fault0[i][0] ? g->fault0[i] : NULL))
+			return -1;
+	return 0;
+}
+
+int ft_group_spawn(struct ft_group *g, int i, int join, int catchup, const char *fault)
+{
+	struct ft_child_arg a = { .g = g, .run = g->nruns };
+	struct ft_run *r;
+	char name[32];
+	pid_t pid;
+
+	if (!g->sh || i < 0 || i >= g->n || g->nruns >= FT_GROUP_MAX_RUNS ||
+	    (g->run[i] >= 0 && g->exit_status[g->run[i]] == -1 &&
+	     chaos_alive(g->sh->run[g->run[i]].pid))) {
+		fprintf(stderr, "ft_group: cannot start member %d\n", i);
+		return -1;
+	}
+	/* Only the header: the op records of a fresh slot are still zero from mmap, and left
+	 * untouched they cost no memory. */
+	r = &g->sh->run[a.run];
+	memset(r, 0, offsetof(struct ft_run, ops));
+	r->member = i;
+	r->join = join;
+	r->catchup = catchup;
+	atomic_store(&r->last_seq, -1);
+	atomic_store(&r->ready_seq, -1);
+	snprintf(r->fault, sizeof(r->fault), "%s", fault ? fault : "");
+	snprintf(name, sizeof(name), "ft-member-%d", i);
+	g->errfd[a.run] = chaos_capture_open(name);
+	pid = chaos_fork(ft_child_main, &a, g->errfd[a.run]);
+	if (pid < 0) {
+		fprintf(stderr, "ft_group: fork: %s\n", strerror(errno));
+		return -1;
+	}
+	r->pid = pid;
+	g->run[i] = g->nruns++;
+	g->frozen[i] = 0;
+	return 0;
+}
+
+const struct ft_run *ft_group_cur(const struct ft_group *g, int i)
+{
+	if (!g->sh || i < 0 || i >= g->n || g->run[i] < 0)
+		return NULL;
+	return &g->sh->run[g->run[i]];
+}
+
+const struct ft_op *ft_group_op(const struct ft_group *g, int i, uint64_t seq)
+{
+	const struct ft_run *r = ft_group_cur(g, i);
+
+	if (!r || seq >= FT_GROUP_MAX_SEQ ||
+	    atomic_load_explicit(&r->ops[seq].state, memory_order_acquire) != FT_OP_DONE) {
+		return NULL;
+	}
+	return &r->ops[seq];
+}
+
+int64_t ft_group_kill(struct ft_group *g, int i)
+{
+	const struct ft_run *r = ft_group_cur(g, i);
+	int64_t t = chaos_now_ns();
+
+	if (!r || g->exit_status[g->run[i]] != -1)
+		return t;
+	chaos_kill(r->pid);
+	g->exit_status[g->run[i]] = SIGKILL; /* as a wait status: killed by SIGKILL */
+	g->t_exit[g->run[i]] = t;
+	g->frozen[i] = 0;
+	return t;
+}
+
+int64_t ft_group_freeze(struct ft_group *g, int i)
+{
+	const struct ft_run *r = ft_group_cur(g, i);
+	int64_t t = chaos_now_ns(), deadline = t + 2000000000;
+
+	if (!r || kill(r->pid, SIGSTOP) < 0)
+		return 0;
+	g->frozen[i] = 1;
+	while (chaos_now_ns() < deadline) {
+		siginfo_t si = { 0 };
+
+		if (waitid(P_PID, (id_t)r->pid, &si, WSTOPPED | WNOHANG | WNOWAIT) == 0 &&
+		    si.si_pid == r->pid) {
+			return t;
+		}
+		chaos_sleep_ms(1);
+	}
+	return 0;
+}
+
+int64_t ft_group_wait_exit(struct ft_group *g, int i, int timeout_ms, int *status)
+{
+	const struct ft_run *r = ft_group_cur(g, i);
+	int st = -1;
+
+	if (status)
+		*status = -1;
+	if (!r)
+		return 0;
+	if (g->exit_status[g->run[i]] != -1) {
+		if (status)
+			*status = g->exit_status[g->run[i]];
+		return g->t_exit[g->run[i]];
+	}
+	if (chaos_wait_exit(r->pid, timeout_ms, &st))
+		return 0;
+	g->exit_status[g->run[i]] = st;
+	g->t_exit[g->run[i]] = chaos_now_ns();
+	if (status)
+		*status = st;
+	return g->t_exit[g->run[i]];
+}
+
+int64_t ft_group_abort(struct ft_group *g, int i, int timeout_ms)
+{
+	struct ft_run *r = g->sh && g->run[i] >= 0 ? &g->sh->run[g->run[i]] : NULL;
+	int64_t t = chaos_now_ns(), deadline = t + (int64_t)timeout_ms * 1000000;
+
+	if (!r)
+		return 0;
+	atomic_store(&r->abort, 1);
+	while (!atomic_load(&r->abort_ns)) {
+		if (chaos_now_ns() > deadline)
+			return 0;
+		chaos_sleep_ms(1);
+	}
+	return t;
+}
+
+void ft_group_ready(struct ft_group *g, int i)
+{
+	if (g->sh && i >= 0 && i < g->n && g->run[i] >= 0)
+		atomic_store(&g->sh->run[g->run[i]].ready, 1);
+}
+
+void ft_group_set_limit(struct ft_group *g, uint64_t limit)
+{
+	uint64_t cur;
+
+	if (!g->sh)
+		return;
+	cur = atomic_load(&g->sh->limit);
+	while (cur < limit && !atomic_compare_exchange_weak(&g->sh->limit, &cur, limit)) {
+	}
+}
+
+int64_t ft_group_settle(struct ft_group *g, uint32_t who, int timeout_ms)
+{
+	int64_t last = ft_group_max_seq(g) + 64;
+
+	if (!g->sh)
+		return -1;
+	last = last < FT_GROUP_MAX_SEQ ? last : FT_GROUP_MAX_SEQ - 1;
+	atomic_store(&g->sh->limit, (uint64_t)last + 1);
+	ft_group_wait_op(g, who, (uint64_t)last, timeout_ms);
+	/* Settled: each member did the last op, or its loop ended (lost, aborted). */
+	for (int i = 0; i < g->n; i++) {
+		const struct ft_run *r = ft_group_cur(g, i);
+
+		if ((who >> i & 1) && !ft_group_op(g, i, (uint64_t)last) &&
+		    !(r && atomic_load(&r->ended))) {
+			return -1;
+		}
+	}
+	return last;
+}
+
+int ft_group_wait_created(const struct ft_group *g, uint32_t who, int timeout_ms)
+{
+	int64_t deadline = chaos_now_ns() + (int64_t)timeout_ms * 1000000;
+
+	for (;;) {
+		int all = 1, bad = 0;
+
+		for (int i = 0; i < g->n; i++) {
+			const struct ft_run *r = ft_group_cur(g, i);
+			int c = r ? atomic_load(&r->created) : -1;
+
+			if (!(who >> i & 1))
+				continue;
+			all &= c != 0;
+			bad |= c != 1;
+		}
+		if (all)
+			return bad ? -1 : 0;
+		if (chaos_now_ns() > deadline)
+			return -1;
+		chaos_sleep_ms(1);
+	}
+}
+
+int ft_group_wait_op(const struct ft_group *g, uint32_t who, uint64_t seq, int timeout_ms)
+{
+	int64_t deadline = chaos_now_ns() + (int64_t)timeout_ms * 1000000;
+
+	for (;;) {
+		int all = 1, got = 1;
+
+		for (int i = 0; i < g->n; i++) {
+			const struct ft_run *r = ft_group_cur(g, i);
+
+			if (!(who >> i & 1))
+				continue;
+			if (ft_group_op(g, i, seq))
+				continue;
+			got = 0;
+			if (!r || !(atomic_load(&r->ended) || atomic_load(&r->created) < 0))
+				all = 0;
+		}
+		if (all)
+			return got ? 0 : -1;
+		if (chaos_now_ns() > deadline)
+			return -1;
+		chaos_sleep_ms(1);
+	}
+}
+
+int ft_group_wait_ended(const struct ft_group *g, uint32_t who, int timeout_ms)
+{
+	int64_t deadline = chaos_now_ns() + (int64_t)timeout_ms * 1000000;
+
+	for (;;) {
+		int all = 1;
+
+		for (int i = 0; i < g->n; i++) {
+			const struct ft_run *r = ft_group_cur(g, i);
+
+			if ((who >> i & 1) &&
+			    !(r && (atomic_load(&r->ended) || atomic_load(&r->created) < 0))) {
+				all = 0;
+			}
+		}
+		if (all)
+			return 0;
+		if (chaos_now_ns() > deadline)
+			return -1;
+		chaos_sleep_ms(1);
+	}
+}
+
+/* The highest sequence number process record @r may hold. */
+static int64_t ft_run_top(const struct ft_run *r)
+{
+	int64_t top = atomic_load(&r->last_seq) + FT_GROUP_MAX_DEPTH;
+
+	return top < FT_GROUP_MAX_SEQ ? top : FT_GROUP_MAX_SEQ - 1;
+}
+
+double ft_group_stall(const struct ft_group *g, uint32_t who, int64_t t_ns, double *min_ms,
+		      uint64_t *seq)
+{
+	double hi = -1, lo = -1;
+	int missing = 0;
+
+	for (int i = 0; i < g->n; i++) {
+		const struct ft_run *r = ft_group_cur(g, i);
+		int64_t best = 0, best_seq = -1;
+
+		if (!(who >> i & 1))
+			continue;
+		for (int64_t s = 0; r && s <= ft_run_top(r); s++) {
+			const struct ft_op *op = &r->ops[s];
+
+			if (atomic_load_explicit(&op->state, memory_order_acquire) != FT_OP_DONE ||
+			    op->t_done < t_ns) {
+				continue;
+			}
+			if (!best || op->t_done < best) {
+				best = op->t_done;
+				best_seq = s;
+			}
+		}
+		if (!best) {
+			missing = 1;
+			continue;
+		}
+		if (chaos_ms(t_ns, best) > hi) {
+			hi = chaos_ms(t_ns, best);
+			if (seq)
+				*seq = (uint64_t)best_seq;
+		}
+		if (lo < 0 || chaos_ms(t_ns, best) < lo)
+			lo = chaos_ms(t_ns, best);
+	}
+	if (min_ms)
+		*min_ms = lo;
+	return missing ? -1 : hi;
+}
+
+double ft_group_max_gap(const struct ft_group *g, int i, int64_t t_from_ns, int64_t t_to_ns)
+{
+	const struct ft_run *r = ft_group_cur(g, i);
+	int64_t prev = t_from_ns;
+	double gap = 0;
+
+	for (int64_t s = 0; r && s <= ft_run_top(r); s++) {
+		const struct ft_op *op = &r->ops[s];
+
+		if (atomic_load_explicit(&op->state, memory_order_acquire) != FT_OP_DONE ||
+		    op->t_done < t_from_ns || op->t_done > t_to_ns) {
+			continue;
+		}
+		if (chaos_ms(prev, op->t_done) > gap)
+			gap = chaos_ms(prev, op->t_done);
+		prev = op->t_done;
+	}
+	return gap;
+}
+
+static int ft_is_result(int rc)
+{
+	return rc == 0 || rc == FTCC_ERR_DEGRADED;
+}
+
+int ft_group_seq(const struct ft_group *g, uint64_t seq, struct ft_seq_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	if (!g->sh || seq >= FT_GROUP_MAX_SEQ)
+		return 0;
+	for (int k = 0; k < g->nruns; k++) {
+		const struct ft_run *r = &g->sh->run[k];
+		const struct ft_op *op = &r->ops[seq];
+
+		if (atomic_load_explicit(&op->state, memory_order_acquire) != FT_OP_DONE)
+			continue;
+		if (!ft_is_result(op->rc)) {
+			info->nerr++;
+			continue;
+		}
+		if (info->ndone++ == 0) {
+			info->rc = op->rc;
+			info->mask = op->mask;
+			info->ncontrib = op->ncontrib;
+			info->epoch = op->epoch;
+			info->t_first = op->t_done;
+			info->t_last = op->t_done;
+		}
+		info->done_by |= 1u << r->member;
+		info->resumed |= op->resumed;
+		info->attempts_max =
+			op->attempts > info->attempts_max ? op->attempts : info->attempts_max;
+		info->t_first = op->t_done < info->t_first ? op->t_done : info->t_first;
+		info->t_last = op->t_done > info->t_last ? op->t_done : info->t_last;
+	}
+	return info->ndone;
+}
+
+int64_t ft_group_max_seq(const struct ft_group *g)
+{
+	int64_t top = -1;
+
+	for (int k = 0; g->sh && k < g->nruns; k++) {
+		int64_t s = atomic_load(&g->sh->run[k].last_seq);
+
+		top = s > top ? s : top;
+	}
+	return top;
+}
+
+/* Compares @op (of process @k) with the first completer @ref (of process @k0) of op @seq. 0, or -1
+ * with @why filled. */
+static int ft_check_pair(const struct ft_op *ref, int k0, const struct ft_op *op, int k,
+			 uint64_t seq, char *why, size_t len)
+{
+	const char *what = NULL;
+
+	if (op->sum != ref->sum)
+		what = "result checksum";
+	else if (op->mask != ref->mask)
+		what = "contributor set";
+	else if (op->ncontrib != ref->ncontrib)
+		what = "ncontrib";
+	else if (op->epoch != ref->epoch)
+		what = "epoch";
+	else if (op->scale != ref->scale)
+		what = "scale";
+	else if (op->rc != ref->rc)
+		what = "result code";
+	if (!what)
+		return 0;
+	snprintf(why, len,
+		 "op %llu: processes %d and %d disagree on the %s: (sum %016llx set %#x n %u epoch "
+		 "%llu resumed %d scale %g rc %d) vs (sum %016llx set %#x n %u epoch %llu resumed "
+		 "%d scale %g rc %d)",
+		 (unsigned long long)seq, k0, k, what, (unsigned long long)ref->sum, ref->mask,
+		 ref->ncontrib, (unsigned long long)ref->epoch, ref->resumed, ref->scale, ref->rc,
+		 (unsigned long long)op->sum, op->mask, op->ncontrib, (unsigned long long)op->epoch,
+		 op->resumed, op->scale, op->rc);
+	return -1;
+}
+
+/* Checks op @seq's reference record @ref against the exact result. 0 or -1 with @why. */
+static int ft_check_expect(const struct ft_group *g, const struct ft_op *ref, int k0, uint64_t seq,
+			   void *acc, void *tmp, char *why, size_t len)
+{
+	const struct ft_spec *spec = ft_spec_of(g, seq);
+	enum ftcc_degraded policy = ft_policy(g);
+	int want_rc = policy == FTCC_DEGRADED_FAIL && ref->ncontrib < (uint32_t)g->n ?
+			      FTCC_ERR_DEGRADED :
+			      0;
+	double scale;
+	uint64_t sum = ft_expect(spec, seq, ref->mask, (uint32_t)g->n, policy, acc, tmp, &scale);
+
+	if ((uint32_t)__builtin_popcount(ref->mask) != ref->ncontrib) {
+		snprintf(why, len, "op %llu: ncontrib %u but %d bits in the set %#x",
+			 (unsigned long long)seq, ref->ncontrib, __builtin_popcount(ref->mask),
+			 ref->mask);
+		return -1;
+	}
+	if (ref->size != (uint32_t)g->n) {
+		snprintf(why, len, "op %llu: record size %u, group of %d", (unsigned long long)seq,
+			 ref->size, g->n);
+		return -1;
+	}
+	if (sum != ref->sum || scale != ref->scale || want_rc != ref->rc) {
+		snprintf(why, len,
+			 "op %llu (%zu x %s %s%s) over %#x (process %d): got sum %016llx scale "
+			 "%.17g rc %d, expected sum %016llx scale %.17g rc %d",
+			 (unsigned long long)seq, spec->count, ftcc_dtype_name(spec->dtype),
+			 ftcc_redop_name(spec->op), spec->inplace ? " in place" : "", ref->mask, k0,
+			 (unsigned long long)ref->sum, ref->scale, ref->rc, (unsigned long long)sum,
+			 scale, want_rc);
+		return -1;
+	}
+	return 0;
+}
+
+int ft_group_check(const struct ft_group *g, char *why, size_t len)
+{
+	size_t max_bytes = 64;
+	void *acc, *tmp;
+	int checked = 0, rc = 0;
+	int64_t top = ft_group_max_seq(g);
+
+	if (len)
+		why[0] = '\0';
+	if (!g->sh)
+		return 0;
+	for (int k = 0; k < g->o.nspec; k++) {
+		size_t b = g->script[k].count * ftcc_dtype_size(g->script[k].dtype);
+
+		max_bytes = b > max_bytes ? b : max_bytes;
+	}
+	acc = malloc(max_bytes);
+	tmp = malloc(max_bytes);
+	if (!acc || !tmp) {
+		snprintf(why, len, "out of memory");
+		rc = -1;
+		goto out_free;
+	}
+	for (int64_t s = 0; s <= top + FT_GROUP_MAX_DEPTH && s < FT_GROUP_MAX_SEQ && !rc; s++) {
+		const struct ft_op *ref = NULL;
+		int k0 = -1;
+
+		for (int k = 0; k < g->nruns && !rc; k++) {
+			const struct ft_run *r = &g->sh->run[k];
+			const struct ft_op *op = &r->ops[s];
+
+			if (atomic_load_explicit(&op->state, memory_order_acquire) != FT_OP_DONE ||
+			    !ft_is_result(op->rc)) {
+				continue;
+			}
+			if (op->bad_seq) {
+				snprintf(why, len, "op %lld: process %d got a record of another op",
+					 (long long)s, k);
+				rc = -1;
+			} else if (!(op->mask >> r->member & 1) && !r->catchup) {
+				snprintf(why, len,
+					 "op %lld: process %d (member %d) is not in the "
+					 "contributor set %#x of its result",
+					 (long long)s, k, r->member, op->mask);
+				rc = -1;
+			} else if (!ref) {
+				ref = op;
+				k0 = k;
+			} else {
+				rc = ft_check_pair(ref, k0, op, k, (uint64_t)s, why, len);
+			}
+		}
+		if (ref && !rc) {
+			rc = ft_check_expect(g, ref, k0, (uint64_t)s, acc, tmp, why, len);
+			checked++;
+		}
+	}
+out_free:
+	free(acc);
+	free(tmp);
+	return rc ? -1 : checked;
+}
+
+/* Appends to @buf at *@at (bounded by @len). */
+static void ft_put(char *buf, size_t len, size_t *at, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void ft_put(char *buf, size_t len, size_t *at, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (*at + 1 >= len)
+		return;
+	va_start(ap, fmt);
+	k = vsnprintf(buf + *at, len - *at, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		*at = *at + (size_t)k < len ? *at + (size_t)k : len - 1;
+}
+
+size_t ft_group_describe(const struct ft_group *g, int tail, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	if (len)
+		buf[0] = '\0';
+	if (!g->sh)
+		return 0;
+	ft_put(buf, len, &at, "group %s of %d, limit %llu\n", g->name, g->n,
+	       (unsigned long long)atomic_load(&g->sh->limit));
+	for (int k = 0; k < g->nruns; k++) {
+		const struct ft_run *r = &g->sh->run[k];
+		int64_t top = atomic_load(&r->last_seq), from = top - tail + 1;
+
+		ft_put(buf, len, &at,
+		       "process %d: member %d pid %d%s%s%s%s created %d, last op %lld, %llu done, "
+		       "ended %d rc %d (%s) \"%s\"%s\n",
+		       k, r->member, (int)r->pid, r->join ? " join" : "",
+		       r->catchup ? " catchup" : "", r->fault[0] ? " fault " : "", r->fault,
+		       atomic_load(&r->created), (long long)top,
+		       (unsigned long long)atomic_load(&r->ndone), atomic_load(&r->ended),
+		       atomic_load(&r->end_rc), ftcc_strerror(atomic_load(&r->end_rc)),
+		       r->last_error, g->exit_status[k] != -1 ? " (gone)" : "");
+		for (int64_t s = from < 0 ? 0 : from; s <= top + 1 && s < FT_GROUP_MAX_SEQ; s++) {
+			const struct ft_op *op = &r->ops[s];
+			int st = atomic_load_explicit(&op->state, memory_order_acquire);
+
+			if (st == FT_OP_NONE)
+				continue;
+			ft_put(buf, len, &at,
+			       "  op %lld: %s rc %d epoch %llu set %#x n %u attempts %u resumed %d "
+			       "scale %g start %.1f done %.1f ms\n",
+			       (long long)s, st == FT_OP_DONE ? "done" : "started", op->rc,
+			       (unsigned long long)op->epoch, op->mask, op->ncontrib, op->attempts,
+			       op->resumed, op->scale, chaos_ms(g->t0_ns, op->t_start),
+			       st == FT_OP_DONE ? chaos_ms(g->t0_ns, op->t_done) : -1.0);
+		}
+	}
+	return at;
+}
+
+size_t ft_group_log(const struct ft_group *g, int i, char *buf, size_t len)
+{
+	static char all[1 << 20];
+	size_t n;
+
+	if (len)
+		buf[0] = '\0';
+	if (!g->sh || i < 0 || i >= g->n || g->run[i] < 0 || g->errfd[g->run[i]] < 0 || !len)
+		return 0;
+	n = chaos_capture_read(g->errfd[g->run[i]], all, sizeof(all));
+	if (n + 1 > len) {
+		memcpy(buf, all + n - (len - 1), len - 1);
+		buf[len - 1] = '\0';
+		return len - 1;
+	}
+	memcpy(buf, all, n + 1);
+	return n;
+}
+
+int ft_group_end(struct ft_group *g, int timeout_ms, double *max_destroy_ms)
+{
+	int64_t deadline = chaos_now_ns() + (int64_t)timeout_ms * 1000000;
+	int asked[FT_GROUP_MAX_RUNS] = { 0 };
+	double worst = 0;
+	int bad = 0;
+
+	if (max_destroy_ms)
+		*max_destroy_ms = 0;
+	if (!g->sh)
+		return 0;
+	for (int i = 0; i < g->n; i++) {
+		int ri = g->run[i];
+
+		if (ri < 0 || g->exit_status[ri] != -1)
+			continue;
+		if (g->frozen[i]) {
+			ft_group_kill(g, i);
+			continue;
+		}
+		atomic_store(&g->sh->run[ri].stop, 1);
+		asked[ri] = 1;
+	}
+	for (int ri = 0; ri < g->nruns; ri++) {
+		int st = -1;
+		int64_t left = (deadline - chaos_now_ns()) / 1000000;
+
+		if (!asked[ri])
+			continue;
+		if (chaos_wait_exit(g->sh->run[ri].pid, left > 0 ? (int)left : 0, &st) ||
+		    !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			bad++;
+		}
+		if (atomic_load(&g->sh->run[ri].destroy_ns)) {
+			double ms = chaos_ms(0, atomic_load(&g->sh->run[ri].destroy_ns));
+
+			worst = ms > worst ? ms : worst;
+		}
+	}
+	for (int ri = 0; ri < g->nruns; ri++) {
+		chaos_kill(g->sh->run[ri].pid);
+		if (g->errfd[ri] >= 0)
+			close(g->errfd[ri]);
+	}
+	munmap(g->sh, sizeof(*g->sh));
+	memset(g, 0, sizeof(*g));
+	if (max_destroy_ms)
+		*max_destroy_ms = worst;
+	return bad;
+}
