@@ -5,6 +5,7 @@
 #include "perf.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,13 @@ static const struct perf_mode perf_modes[] = {
 	  .doc = "baseline: one blocking TCP stream over loopback, TCP_NODELAY (-R: ping-pong)",
 	  .run = perf_sock_run,
 	  .victim = -1 },
+	{ .name = "allreduce",
+	  .nranks = 2,
+	  .doc = "-N ranks form a group (ftcc.h, embedded coordinator) and time blocking "
+		 "ftcc_allreduce of -t elements with -o; -I in place; --kill R@I",
+	  .run = perf_allreduce_run,
+	  .victim = -1,
+	  .max_ranks = 8 },
 };
 
 #define PERF_NMODES (sizeof(perf_modes) / sizeof(perf_modes[0]))
@@ -43,6 +51,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: ftcc-perf [-m mode] [-b minbytes] [-e maxbytes] [-f stepfactor] [-n iters]\n"
 		"                 [-w warmup] [-c 0|1] [-d depth] [-y 0|1] [-p plugin.so] [-R] [-j]\n"
+		"                 [-N ranks] [-t type] [-o op] [-I] [--kill R@I]\n"
 		"  -b, -e   smallest and largest message size; K, M, G suffixes (default 32M)\n"
 		"  -f       multiply the size by this until it exceeds maxbytes (default 2)\n"
 		"  -n, -w   timed and warm-up iterations per size (default 20, 5)\n"
@@ -54,6 +63,13 @@ static void usage(FILE *f)
 		"  -R       round-trip latency: one message in flight, time = full round trip\n"
 		"  -j       JSON lines (one object per size) instead of the table\n"
 		"  -k, -K   fault mode: iteration (default 20) and signal, KILL (default) or STOP\n"
+		"  -N       allreduce mode: ranks, 1..8 (default 2)\n"
+		"  -t, -o   allreduce mode: element type (int8 uint8 int32 uint32 int64 uint64\n"
+		"           float16 float32 float64 bfloat16 fp8_e4m3 fp8_e5m2; default float32)\n"
+		"           and operator (sum prod max min avg; default sum)\n"
+		"  -I       allreduce mode: in place (sendbuf == recvbuf)\n"
+		"  --kill R@I  allreduce mode: rank R (1..N-1) SIGKILLs itself at timed iteration\n"
+		"           I of the last size; rank 0 reports the survivors' stall and record\n"
 		"modes:\n");
 	for (i = 0; i < PERF_NMODES; i++) {
 		fprintf(f, "  %-6s %d ranks: %s\n", perf_modes[i].name, perf_modes[i].nranks,
@@ -117,6 +133,22 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg)
 			return -EINVAL;
 		o->fault_sig = arg;
 		return 0;
+	case 'N':
+		return parse_int(arg, 1, PERF_MAX_RANKS, &o->nranks);
+	case 't':
+		o->dtype = arg;
+		return 0;
+	case 'o':
+		o->redop = arg;
+		return 0;
+	case 'I':
+		o->inplace = 1;
+		return 0;
+	case 'X': /* --kill R@I */
+		return sscanf(arg, "%d@%d", &o->kill_rank, &o->kill_iter) == 2 &&
+				       o->kill_rank >= 1 && o->kill_iter >= 0 ?
+			       0 :
+			       -EINVAL;
 	default:
 		return -EINVAL;
 	}
@@ -124,6 +156,8 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg)
 
 static int parse_args(int argc, char **argv, struct perf_opts *o)
 {
+	static const struct option longs[] = { { "kill", required_argument, NULL, 'X' },
+					       { NULL, 0, NULL, 0 } };
 	int c;
 
 	*o = (struct perf_opts){ .min_bytes = 32u << 20,
@@ -136,11 +170,15 @@ static int parse_args(int argc, char **argv, struct perf_opts *o)
 				 .mode = "p2p",
 				 .fault_iter = 20,
 				 .fault_sig = "KILL",
+				 .dtype = "float32",
+				 .redop = "sum",
+				 .kill_rank = -1,
 				 .plugin_path = getenv("FTCC_PLUGIN_PATH") };
 	if (!o->plugin_path || !*o->plugin_path) {
 		o->plugin_path = "libnccl-net-ftcc.so";
 	}
-	while ((c = getopt(argc, argv, "b:e:f:n:w:c:d:y:m:p:k:K:jRh")) != -1) {
+	while ((c = getopt_long(argc, argv, "b:e:f:n:w:c:d:y:m:p:k:K:N:t:o:IjRh", longs, NULL)) !=
+	       -1) {
 		if (c == 'h') {
 			usage(stdout);
 			exit(0);
@@ -226,20 +264,31 @@ static int wait_ranks(pid_t *pids, int n, int victim)
 	return failed ? -EIO : 0;
 }
 
-/* Forks @m's ranks, each running m->run on its end of the bootstrap mesh. */
+/* Forks @m's ranks (-N of them where the mode allows), each running m->run on its end of the
+ * bootstrap mesh. */
 static int run_mode(const struct perf_mode *m, const struct perf_opts *o)
 {
 	struct perf_boot all[PERF_MAX_RANKS];
 	pid_t pids[PERF_MAX_RANKS];
-	int i, r, rc;
+	int i, r, rc, n = o->nranks ? o->nranks : m->nranks;
+	int victim = m->victim >= 0 ? m->victim : o->kill_rank;
 
-	rc = perf_boot_create(all, m->nranks);
+	if ((o->nranks && (!m->max_ranks || n > m->max_ranks)) ||
+	    (o->kill_rank >= 0 &&
+	     (strcmp(m->name, "allreduce") || o->kill_rank >= n || o->kill_iter >= o->iters))) {
+		fprintf(stderr,
+			"ftcc-perf: mode %s: -N 1..%d; --kill R@I needs 1 <= R < N and I "
+			"< -n\n",
+			m->name, m->max_ranks ? m->max_ranks : m->nranks);
+		return -EINVAL;
+	}
+	rc = perf_boot_create(all, n);
 	if (rc) {
 		fprintf(stderr, "ftcc-perf: socketpair: %s\n", strerror(-rc));
 		return rc;
 	}
 	fflush(NULL);
-	for (r = 0; r < m->nranks; r++) {
+	for (r = 0; r < n; r++) {
 		pids[r] = fork();
 		if (pids[r] < 0) {
 			rc = -errno;
@@ -253,10 +302,10 @@ static int run_mode(const struct perf_mode *m, const struct perf_opts *o)
 			_exit(rc ? 1 : 0);
 		}
 	}
-	for (i = 0; i < m->nranks; i++) {
+	for (i = 0; i < n; i++) {
 		perf_boot_close(&all[i]);
 	}
-	if (r < m->nranks) {
+	if (r < n) {
 		fprintf(stderr, "ftcc-perf: fork: %s\n", strerror(-rc));
 		for (i = 0; i < r; i++) {
 			kill(pids[i], SIGKILL);
@@ -265,7 +314,7 @@ static int run_mode(const struct perf_mode *m, const struct perf_opts *o)
 		}
 		return rc;
 	}
-	return wait_ranks(pids, m->nranks, m->victim);
+	return wait_ranks(pids, n, victim);
 }
 
 int main(int argc, char **argv)

@@ -28,6 +28,12 @@ struct perf_opts {
 	int yield; /* plug-in modes: sched_yield after a pass without progress, as NCCL's proxy */
 	int fault_iter;	       /* fault mode: iteration at which rank 1 gets the signal */
 	const char *fault_sig; /* fault mode: "KILL" or "STOP" */
+	int nranks;	       /* -N: ranks, for modes with max_ranks (0: the mode's nranks) */
+	const char *dtype;     /* allreduce mode, -t: element type by ftcc name ("float32") */
+	const char *redop;     /* allreduce mode, -o: "sum", "prod", "max", "min", "avg" */
+	int inplace;	       /* allreduce mode, -I: sendbuf == recvbuf */
+	int kill_rank;	       /* allreduce mode, --kill R@I: rank R (>= 1) dies at timed */
+	int kill_iter;	       /* iteration I of the last size; kill_rank -1: nobody */
 	const char *mode;
 	const char *plugin_path;
 };
@@ -46,7 +52,8 @@ struct perf_mode {
 	int nranks;
 	const char *doc;
 	int (*run)(const struct perf_opts *o, struct perf_boot *b);
-	int victim; /* rank that is meant to die of a signal (fault mode), or -1 */
+	int victim;    /* rank that is meant to die of a signal (fault mode), or -1 */
+	int max_ranks; /* -N may set 1..max_ranks ranks; 0: always nranks */
 };
 
 /* What rank 0 reports for one size. Times in microseconds. */
@@ -130,8 +137,9 @@ void *perf_buf_alloc(size_t size);
 
 /* --- modes ---------------------------------------------------------------------------------- */
 
-int perf_p2p_run(const struct perf_opts *o, struct perf_boot *b);   /* perf_p2p.c */
-int perf_fault_run(const struct perf_opts *o, struct perf_boot *b); /* perf_fault.c */
-int perf_sock_run(const struct perf_opts *o, struct perf_boot *b);  /* perf_sock.c */
+int perf_p2p_run(const struct perf_opts *o, struct perf_boot *b);	/* perf_p2p.c */
+int perf_fault_run(const struct perf_opts *o, struct perf_boot *b);	/* perf_fault.c */
+int perf_sock_run(const struct perf_opts *o, struct perf_boot *b);	/* perf_sock.c */
+int perf_allreduce_run(const struct perf_opts *o, struct perf_boot *b); /* perf_allreduce.c */
 
 #endif

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Compares ftcc's allreduce (ftcc-perf -m allreduce over libftcc.so) with Open MPI's
+# MPI_Allreduce (TCP BTL on loopback) and torch.distributed's Gloo backend, all float32 SUM on
+# this host, measured in the same run:
+#   busbw from 16 B to 256 MiB (x4 steps) for N = 2 and 4 ranks
+#       target: ftcc busbw >= 1.3x the better baseline from 1 MiB up
+#   8-byte latency (median op time)            target: ftcc <= 1.2x Open MPI
+#   64 MiB out of place vs in place (an in-place op keeps a copy of its input until it is
+#       settled: the measurable cost of fault tolerance)
+# Every number is the median over REPS runs of each run's median op time (every rank times
+# each call back to back; an op's time is the slowest rank's). busbw = algbw * 2(n-1)/n.
+# Installs what it lacks (openmpi-bin libopenmpi-dev python3-torch) and builds the MPI baseline
+# with mpicc into BUILD_DIR; ftcc-perf must be built already.
+#
+# usage: perf/allreduce_vs.sh [BUILD_DIR]     (default: build)
+# env:   REPS=3  QUICK=1 (sizes up to 16 MiB, one rep: a smoke run)  NS="2 4"
+#        OUT=<dir to keep the raw JSON lines>
+set -euo pipefail
+
+BUILD=${1:-build}
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+PERF=$BUILD/ftcc-perf
+MPIBIN=$BUILD/mpi_allreduce
+PY=/usr/bin/python3 # sees Debian's python3-torch; a python3 earlier on PATH may not
+NS=${NS:-"2 4"}
+if [[ -n ${QUICK:-} ]]; then
+	REPS=${REPS:-1}
+	MAX=16M
+	SWEEP_IT=(-n 5 -w 2)
+	LAT_IT=(-n 200 -w 20)
+else
+	REPS=${REPS:-3}
+	MAX=256M
+	SWEEP_IT=(-n 10 -w 2)
+	LAT_IT=(-n 1000 -w 100)
+fi
+SWEEP=(-b 16 -e "$MAX" -f 4)
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl tcp,self
+	--mca btl_tcp_if_include lo)
+
+[[ -x $PERF ]] || { echo "missing $PERF (build first: cmake --build $BUILD)" >&2; exit 2; }
+
+need_install=
+command -v mpicc >/dev/null && command -v mpirun >/dev/null || need_install=1
+"$PY" -c 'import torch.distributed' 2>/dev/null || need_install=1
+if [[ -n $need_install ]]; then
+	pkgs=(openmpi-bin libopenmpi-dev python3-torch)
+	apt-get install -y "${pkgs[@]}" >/dev/null ||
+		{ apt-get update >/dev/null && apt-get install -y "${pkgs[@]}" >/dev/null; }
+fi
+for t in jq timeout mpicc mpirun; do
+	command -v "$t" >/dev/null || { echo "needs $t" >&2; exit 2; }
+done
+mpicc -O2 -o "$MPIBIN" "$SRC/perf/baselines/mpi_allreduce.c"
+
+WORK=$(mktemp -d)
+cleanup() {
+	if [[ -n ${OUT:-} ]]; then
+		mkdir -p "$OUT"
+		cp "$WORK"/*.json "$OUT"/ 2>/dev/null || true
+	fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# median of the numbers on stdin
+median() {
+	sort -g | awk '{ v[NR] = $1 } END {
+		if (NR == 0) { print "nan"; exit }
+		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# ratio A/B with 2 decimals, or "n/a"
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a == a + 0) printf "%.2f", a / b; else print "n/a" }'
+}
+
+# run NAME CMD...: one run, its JSON lines appended to $WORK/NAME.json (rows only)
+run() {
+	local name=$1
+	shift
+	timeout 600 "$@" 2>>"$WORK/stderr.log" | grep '^{' | grep -v '"event"' >>"$WORK/$name.json" ||
+		echo "failed: $*" >&2
+}
+
+# pick NAME SIZE FIELD: median over runs of FIELD in the rows of SIZE
+pick() {
+	[[ -s $WORK/$1.json ]] || { echo nan; return; }
+	jq -r --argjson s "$2" "select(.size == \$s) | .$3" "$WORK/$1.json" | median
+}
+
+echo "# ftcc allreduce vs Open MPI and Gloo on 127.0.0.1, $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "# $(nproc) cores, $(uname -sr), $(mpirun --version | head -1), torch" \
+	"$("$PY" -c 'import torch; print(torch.__version__)'), REPS=$REPS, float32 sum"
+echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+for n in $NS; do
+	for ((i = 0; i < REPS; i++)); do
+		run "ftcc$n" "$PERF" -m allreduce -N "$n" -j "${SWEEP[@]}" "${SWEEP_IT[@]}"
+		run "mpi$n" "${MPIRUN[@]}" -np "$n" "$MPIBIN" -j "${SWEEP[@]}" "${SWEEP_IT[@]}"
+		run "gloo$n" "$PY" "$SRC/perf/baselines/gloo_allreduce.py" -N "$n" -j \
+			"${SWEEP[@]}" "${SWEEP_IT[@]}"
+		run "ftcc_lat$n" "$PERF" -m allreduce -N "$n" -j -b 8 -e 8 "${LAT_IT[@]}"
+		run "mpi_lat$n" "${MPIRUN[@]}" -np "$n" "$MPIBIN" -j -b 8 -e 8 "${LAT_IT[@]}"
+		run "ftcc_oop$n" "$PERF" -m allreduce -N "$n" -j -b 64M -e 64M -n 10 -w 2
+		run "ftcc_inp$n" "$PERF" -m allreduce -N "$n" -j -b 64M -e 64M -n 10 -w 2 -I
+	done
+
+	echo
+	echo "## N=$n: busbw in GB/s (1e9 B/s), median of $REPS runs"
+	printf "%-10s %9s %9s %9s %12s  %s\n" size ftcc mpi gloo "ftcc/best" \
+		"target (>= 1.3 from 1 MiB)"
+	for s in $(jq -r .size "$WORK/ftcc$n.json" "$WORK/mpi$n.json" 2>/dev/null | sort -nu); do
+		f=$(pick "ftcc$n" "$s" busbw_GBps)
+		m=$(pick "mpi$n" "$s" busbw_GBps)
+		g=$(pick "gloo$n" "$s" busbw_GBps)
+		best=$(awk -v m="$m" -v g="$g" 'BEGIN { m += 0; g += 0; print (m > g ? m : g) }')
+		r=$(ratio "$f" "$best")
+		verdict=
+		if ((s >= 1048576)); then
+			verdict=$(awk -v r="$r" 'BEGIN { print (r == r + 0 && r >= 1.3) ? "MET" : "NOT MET" }')
+		fi
+		if ((s >= 1048576)); then
+			label="$((s >> 20))MiB"
+		elif ((s >= 1024)); then
+			label="$((s >> 10))KiB"
+		else
+			label="${s}B"
+		fi
+		printf "%-10s %9.3f %9.3f %9.3f %12s  %s\n" "$label" "$f" "$m" "$g" "$r" "$verdict"
+	done
+
+	fl=$(pick "ftcc_lat$n" 8 time_median_us)
+	ml=$(pick "mpi_lat$n" 8 time_median_us)
+	r=$(ratio "$fl" "$ml")
+	echo
+	printf "8-byte latency (median op, us): ftcc %.2f  mpi %.2f  ftcc/mpi %s  %s\n" "$fl" "$ml" \
+		"$r" "$(awk -v r="$r" 'BEGIN { print (r == r + 0 && r <= 1.2) ? "MET (<= 1.2)" : "NOT MET (<= 1.2)" }')"
+	fo=$(pick "ftcc_oop$n" 67108864 busbw_GBps)
+	fi_=$(pick "ftcc_inp$n" 67108864 busbw_GBps)
+	printf "64 MiB busbw: out of place %.3f, in place %.3f GB/s (in place / out of place %s)\n" \
+		"$fo" "$fi_" "$(ratio "$fi_" "$fo")"
+done
+echo
+echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [[ -s $WORK/stderr.log ]]; then
+	echo "# stderr of the runs (first lines):"
+	head -5 "$WORK/stderr.log" | sed 's/^/#   /'
+fi
