@@ -40,8 +40,8 @@ struct ftcc_request {
 
 /* What this member holds of op's current attempt. */
 struct eng_att {
-	int valid;	    /* took part in an attempt */
-	uint64_t epoch;	    /* its epoch */
+	int valid;	/* took part in an attempt */
+	uint64_t epoch; /* its epoch */
 	enum algo_id algo;
 	uint32_t nchunks;
 	uint32_t ncontrib;
@@ -69,14 +69,14 @@ struct ftcc_comm {
 	pthread_cond_t cv;
 	pthread_t thread;
 	int thread_started;
-	int stop;			  /* under mu */
-	atomic_int aborted;		  /* abort or destroy began */
-	int executing;			  /* a thread runs ops (under mu) */
+	int stop;			    /* under mu */
+	atomic_int aborted;		    /* abort or destroy began */
+	int executing;			    /* a thread runs ops (under mu) */
 	struct ftcc_request *qhead, *qtail; /* not yet run, in seq order (under mu) */
-	uint64_t next_seq;		  /* given to the next op started (under mu) */
-	uint64_t exec_seq;		  /* the next op to run (executor's) */
-	atomic_uint ctl_gen;		  /* bumped on every membership change */
-	unsigned sync_gen;		  /* executor's: ctl_gen at the last sync */
+	uint64_t next_seq;		    /* given to the next op started (under mu) */
+	uint64_t exec_seq;		    /* the next op to run (executor's) */
+	atomic_uint ctl_gen;		    /* bumped on every membership change */
+	unsigned sync_gen;		    /* executor's: ctl_gen at the last sync */
 
 	/* Executor's (whoever holds executing): */
 	uint64_t dp_epoch;  /* epoch whose members the data plane knows */
