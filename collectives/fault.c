@@ -71,8 +71,8 @@ static int fault_field_is(const char *s, size_t len, const char *word)
 /* Parses one spec of @len bytes at @s into @f. 0 or -EINVAL. */
 static int fault_parse_one(const char *s, size_t len, struct fault_spec *f)
 {
-	const char *field[4];
-	size_t flen[4];
+	const char *field[4] = { 0 };
+	size_t flen[4] = { 0 };
 	int nf = 0, known = 0;
 	const char *end = s + len, *p = s;
 
