@@ -29,10 +29,10 @@ int64_t dp_now_ns(void)
 
 int dp_tag_cmp(const struct dp_tag *a, const struct dp_tag *b)
 {
-	if (a->seq != b->seq)
-		return a->seq < b->seq ? -1 : 1;
 	if (a->epoch != b->epoch)
 		return a->epoch < b->epoch ? -1 : 1;
+	if (a->seq != b->seq)
+		return a->seq < b->seq ? -1 : 1;
 	if (a->phase != b->phase)
 		return a->phase < b->phase ? -1 : 1;
 	if (a->step != b->step)

@@ -15,7 +15,10 @@
  * its HELLO) until dp_set_peers() names it or refuses it.
  *
  * Frames: header {magic, tag, payload length}; the payload lands directly in the receiving
- * transfer's buffer. Tags order lexicographically by (seq, epoch, phase, step). From each peer,
+ * transfer's buffer. Tags order lexicographically by (epoch, seq, phase, step), which is the
+ * order a member sends in: ops in sequence within an epoch, and a newer epoch only after it
+ * abandoned the older one's attempts (an op reopened by a new epoch comes after later ops of
+ * the old one: epoch first). From each peer,
  * frames arrive in order; a frame whose tag is lower than every receive posted for that peer
  * is stale (an aborted attempt) and is dropped, payload and all; a frame matching no posted
  * receive and not stale waits (its header read, its payload not) until one is posted.
@@ -48,7 +51,8 @@ struct dp_peer {
 
 struct dp_tag {
 	uint64_t seq;	/* op */
-	uint64_t epoch; /* the epoch of the exchange (not of the attempt being finished) */
+	uint64_t epoch; /* the epoch of the exchange (not of the attempt being finished); orders
+			 * before seq */
 	uint32_t phase; /* DP_PH_* */
 	uint32_t step;	/* algorithm step and segment, as the phase defines */
 };

@@ -29,9 +29,9 @@ Test(dp, tag_order)
 	b.phase = 0;
 	cr_expect_lt(dp_tag_cmp(&a, &b), 0, "epoch outranks phase");
 	b = a;
-	b.seq = 0;
-	b.epoch = 99;
-	cr_expect_gt(dp_tag_cmp(&a, &b), 0, "seq outranks epoch");
+	b.seq = 99;
+	b.epoch = 1;
+	cr_expect_gt(dp_tag_cmp(&a, &b), 0, "epoch outranks seq: a reopened op follows later ops");
 }
 
 Test(dp, create_addresses_and_misuse)
