@@ -13,28 +13,7 @@
 #include "ftcc/log.h"
 #include "ftcc/settings.h"
 #include "ftcc/sys.h"
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
+#include "ftcc/le.h"
 
 /* A decoded HELLO. */
 struct dp_hello {
@@ -48,24 +27,24 @@ struct dp_hello {
 static void hello_encode(uint8_t *p, const struct dp *dp, uint32_t to, uint64_t to_inc)
 {
 	memset(p, 0, DP_HELLO_SIZE);
-	put32(p, DP_HELLO_MAGIC);
+	le_put32(p, DP_HELLO_MAGIC);
 	p[4] = DP_HELLO_VERSION;
-	put64(p + 8, dp->cfg.group_id);
-	put32(p + 16, dp->cfg.self_id);
-	put32(p + 20, to);
-	put64(p + 24, dp->cfg.incarnation);
-	put64(p + 32, to_inc);
+	le_put64(p + 8, dp->cfg.group_id);
+	le_put32(p + 16, dp->cfg.self_id);
+	le_put32(p + 20, to);
+	le_put64(p + 24, dp->cfg.incarnation);
+	le_put64(p + 32, to_inc);
 }
 
 static void hello_decode(const uint8_t *p, struct dp_hello *h)
 {
-	h->magic = get32(p);
+	h->magic = le_get32(p);
 	h->version = (uint16_t)(p[4] | p[5] << 8);
-	h->group = get64(p + 8);
-	h->from = get32(p + 16);
-	h->to = get32(p + 20);
-	h->from_inc = get64(p + 24);
-	h->to_inc = get64(p + 32);
+	h->group = le_get64(p + 8);
+	h->from = le_get32(p + 16);
+	h->to = le_get32(p + 20);
+	h->from_inc = le_get64(p + 24);
+	h->to_inc = le_get64(p + 32);
 }
 
 /* Checks the parts of a HELLO every side checks: version, group, addressed to us. Returns NULL
@@ -204,7 +183,7 @@ static int pending_read(struct dp *dp, uint32_t i, struct dp_call *call)
 		return 0;
 	}
 	c->hin_off += (uint32_t)n;
-	if (c->hin_off >= 4 && get32(c->hello_in) != DP_HELLO_MAGIC) {
+	if (c->hin_off >= 4 && le_get32(c->hello_in) != DP_HELLO_MAGIC) {
 		ftcc_warn("dp: refusing an accepted connection: not a data plane HELLO");
 		pending_drop(dp, i, 1);
 		return 0;

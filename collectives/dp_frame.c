@@ -10,38 +10,17 @@
 #include "dp_int.h"
 #include "ftcc/log.h"
 #include "ftcc/sys.h"
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
+#include "ftcc/le.h"
 
 static void hdr_encode(uint8_t *p, const struct dp_tag *t, uint64_t len)
 {
-	put32(p, DP_FRAME_MAGIC);
-	put32(p + 4, t->phase);
-	put64(p + 8, t->seq);
-	put64(p + 16, t->epoch);
-	put32(p + 24, t->step);
-	put32(p + 28, 0);
-	put64(p + 32, len);
+	le_put32(p, DP_FRAME_MAGIC);
+	le_put32(p + 4, t->phase);
+	le_put64(p + 8, t->seq);
+	le_put64(p + 16, t->epoch);
+	le_put32(p + 24, t->step);
+	le_put32(p + 28, 0);
+	le_put64(p + 32, len);
 }
 
 /* Decodes the header in @c->rhdr. 0 or -EPROTO. */
@@ -49,13 +28,13 @@ static int hdr_decode(struct dp_conn *c)
 {
 	const uint8_t *p = c->rhdr;
 
-	if (get32(p) != DP_FRAME_MAGIC || get32(p + 28) != 0)
+	if (le_get32(p) != DP_FRAME_MAGIC || le_get32(p + 28) != 0)
 		return -EPROTO;
-	c->rx_tag.phase = get32(p + 4);
-	c->rx_tag.seq = get64(p + 8);
-	c->rx_tag.epoch = get64(p + 16);
-	c->rx_tag.step = get32(p + 24);
-	c->rx_len = get64(p + 32);
+	c->rx_tag.phase = le_get32(p + 4);
+	c->rx_tag.seq = le_get64(p + 8);
+	c->rx_tag.epoch = le_get64(p + 16);
+	c->rx_tag.step = le_get32(p + 24);
+	c->rx_len = le_get64(p + 32);
 	c->rx_off = 0;
 	return 0;
 }

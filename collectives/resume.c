@@ -2,6 +2,7 @@
  * and the reports' wire form.
  */
 #include "ftcc/resume.h"
+#include "ftcc/le.h"
 
 #include <errno.h>
 #include <string.h>
@@ -150,50 +151,16 @@ int resume_decide(const struct rs_report *r, uint32_t n, struct rs_decision *d)
 	return 0;
 }
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++) {
-		p[i] = (uint8_t)(v >> (8 * i));
-	}
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++) {
-		p[i] = (uint8_t)(v >> (8 * i));
-	}
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--) {
-		v = v << 8 | p[i];
-	}
-	return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--) {
-		v = v << 8 | p[i];
-	}
-	return v;
-}
-
 void resume_encode(const struct rs_report *r, uint8_t *buf)
 {
-	put32(buf, r->id);
-	put32(buf + 4, r->flags);
-	put64(buf + 8, r->seq);
-	put64(buf + 16, r->att_epoch);
-	put32(buf + 24, r->att_algo);
-	put32(buf + 28, r->nchunks);
-	put32(buf + 32, r->ncontrib);
-	put32(buf + 36, 0);
+	le_put32(buf, r->id);
+	le_put32(buf + 4, r->flags);
+	le_put64(buf + 8, r->seq);
+	le_put64(buf + 16, r->att_epoch);
+	le_put32(buf + 24, r->att_algo);
+	le_put32(buf + 28, r->nchunks);
+	le_put32(buf + 32, r->ncontrib);
+	le_put32(buf + 36, 0);
 	memcpy(buf + 40, r->have, sizeof(r->have));
 	memcpy(buf + 40 + sizeof(r->have), r->contrib, sizeof(r->contrib));
 }
@@ -201,16 +168,16 @@ void resume_encode(const struct rs_report *r, uint8_t *buf)
 int resume_decode(const uint8_t *buf, struct rs_report *r)
 {
 	memset(r, 0, sizeof(*r));
-	r->id = get32(buf);
-	r->flags = get32(buf + 4);
-	r->seq = get64(buf + 8);
-	r->att_epoch = get64(buf + 16);
-	r->att_algo = get32(buf + 24);
-	r->nchunks = get32(buf + 28);
-	r->ncontrib = get32(buf + 32);
+	r->id = le_get32(buf);
+	r->flags = le_get32(buf + 4);
+	r->seq = le_get64(buf + 8);
+	r->att_epoch = le_get64(buf + 16);
+	r->att_algo = le_get32(buf + 24);
+	r->nchunks = le_get32(buf + 28);
+	r->ncontrib = le_get32(buf + 32);
 	memcpy(r->have, buf + 40, sizeof(r->have));
 	memcpy(r->contrib, buf + 40 + sizeof(r->have), sizeof(r->contrib));
-	if (r->id >= FTCC_MAX_MEMBERS || get32(buf + 36) != 0 || !report_valid(r, r->seq)) {
+	if (r->id >= FTCC_MAX_MEMBERS || le_get32(buf + 36) != 0 || !report_valid(r, r->seq)) {
 		return -EPROTO;
 	}
 	return 0;

@@ -61,6 +61,7 @@
  * 32 + 45 + 63 + 4 + 1024 * 154 = 157840 bytes, within CTL_FRAME_MAX.
  */
 #include "ftcc/ctl_wire.h"
+#include "ftcc/le.h"
 
 #include <errno.h>
 #include <string.h>
@@ -69,51 +70,6 @@
 #define VIEW_FIXED 12  /* VIEW/PROPOSE body before the members list */
 #define REC_FIXED 26   /* member record before its info bytes */
 #define REFUSE_FIXED 10
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++) {
-		p[i] = (uint8_t)(v >> (8 * i));
-	}
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++) {
-		p[i] = (uint8_t)(v >> (8 * i));
-	}
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--) {
-		v = (v << 8) | p[i];
-	}
-	return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--) {
-		v = (v << 8) | p[i];
-	}
-	return v;
-}
 
 /* Bounds-checked reader over one frame's body. Reading past the end sets @bad and yields
  * zeros, so a decoder reads all fields first and tests @bad once before trusting them. */
@@ -149,21 +105,21 @@ static uint16_t rd_u16(struct rd *r)
 {
 	const uint8_t *p = rd_take(r, 2);
 
-	return p ? get16(p) : 0;
+	return p ? le_get16(p) : 0;
 }
 
 static uint32_t rd_u32(struct rd *r)
 {
 	const uint8_t *p = rd_take(r, 4);
 
-	return p ? get32(p) : 0;
+	return p ? le_get32(p) : 0;
 }
 
 static uint64_t rd_u64(struct rd *r)
 {
 	const uint8_t *p = rd_take(r, 8);
 
-	return p ? get64(p) : 0;
+	return p ? le_get64(p) : 0;
 }
 
 /* Writer; the encoder sized the buffer before writing, so it never checks. */
@@ -178,19 +134,19 @@ static void wr_u8(struct wr *w, uint8_t v)
 
 static void wr_u16(struct wr *w, uint16_t v)
 {
-	put16(w->p, v);
+	le_put16(w->p, v);
 	w->p += 2;
 }
 
 static void wr_u32(struct wr *w, uint32_t v)
 {
-	put32(w->p, v);
+	le_put32(w->p, v);
 	w->p += 4;
 }
 
 static void wr_u64(struct wr *w, uint64_t v)
 {
-	put64(w->p, v);
+	le_put64(w->p, v);
 	w->p += 8;
 }
 
@@ -283,17 +239,17 @@ int ctl_frame_check(const void *buf, size_t have, size_t *total)
 	if (have < CTL_HDR_SIZE) {
 		return -EAGAIN;
 	}
-	if (get32(p) != CTL_WIRE_MAGIC) {
+	if (le_get32(p) != CTL_WIRE_MAGIC) {
 		return -EPROTO;
 	}
 	/* A foreign version may lay out the rest of its header differently: judge nothing else. */
-	if (get16(p + 4) != CTL_WIRE_VERSION) {
+	if (le_get16(p + 4) != CTL_WIRE_VERSION) {
 		return -EPROTONOSUPPORT;
 	}
-	type = get16(p + 6);
-	len = get32(p + 8);
+	type = le_get16(p + 6);
+	len = le_get32(p + 8);
 	if (type < 1 || type > CTL_TYPE_MAX || len < CTL_HDR_SIZE || len > CTL_FRAME_MAX ||
-	    get32(p + 12) != 0) {
+	    le_get32(p + 12) != 0) {
 		return -EPROTO;
 	}
 	*total = len;
@@ -415,9 +371,9 @@ int ctl_msg_decode(const void *buf, size_t len, struct ctl_msg *m)
 	if (total != len) {
 		return -EPROTO;
 	}
-	m->type = get16(p + 6);
-	m->group_id = get64(p + 16);
-	m->epoch = get64(p + 24);
+	m->type = le_get16(p + 6);
+	m->group_id = le_get64(p + 16);
+	m->epoch = le_get64(p + 24);
 	r = (struct rd){ .p = p + CTL_HDR_SIZE, .len = len - CTL_HDR_SIZE };
 	rc = body_decode(&r, m);
 	if ((rc == 0 || rc == -EMSGSIZE) && r.off != r.len) {

@@ -151,6 +151,10 @@ struct ft_group {
 
 /* Writes member @member's input of op @seq (@spec) into @buf (spec->count elements). */
 void ft_input(void *buf, const struct ft_spec *spec, uint32_t member, uint64_t seq);
+/* The spec of op @seq in @g's script. */
+const struct ft_spec *ft_spec_of(const struct ft_group *g, uint64_t seq);
+/* The degraded policy @g's members run under (their option, else FTCC_DEGRADED, else rescale). */
+enum ftcc_degraded ft_policy(const struct ft_group *g);
 /* FNV-1a 64 of @len bytes. */
 uint64_t ft_fnv(const void *buf, size_t len);
 /* The checksum of the exact result of op @seq (@spec) over the members of @mask, in a group of

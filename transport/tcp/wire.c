@@ -3,65 +3,25 @@
  */
 #define _GNU_SOURCE
 #include "wire.h"
+#include "ftcc/le.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
 /* Wire address: family(2) port(2) ip(16) = 20 bytes. */
 static void addr_put(uint8_t *p, const struct tcp_wire_addr *a)
 {
-	put16(p, a->family);
-	put16(p + 2, a->port);
+	le_put16(p, a->family);
+	le_put16(p + 2, a->port);
 	memcpy(p + 4, a->ip, 16);
 }
 
 static int addr_get(const uint8_t *p, struct tcp_wire_addr *a)
 {
-	a->family = get16(p);
-	a->port = get16(p + 2);
+	a->family = le_get16(p);
+	a->port = le_get16(p + 2);
 	memcpy(a->ip, p + 4, 16);
 	if (a->family != AF_INET && a->family != AF_INET6)
 		return -EBADMSG;
@@ -73,20 +33,20 @@ static int addr_get(const uint8_t *p, struct tcp_wire_addr *a)
 /* Common prefix of handles and hellos: magic(4) version(2) kind(2). */
 static int prefix_check(const uint8_t *buf, uint16_t kind)
 {
-	if (get32(buf) != TCP_WIRE_MAGIC)
+	if (le_get32(buf) != TCP_WIRE_MAGIC)
 		return -EBADMSG;
-	if (get16(buf + 4) != TCP_WIRE_VERSION)
+	if (le_get16(buf + 4) != TCP_WIRE_VERSION)
 		return -EPROTO;
-	if (get16(buf + 6) != kind)
+	if (le_get16(buf + 6) != kind)
 		return -EBADMSG;
 	return 0;
 }
 
 static void prefix_put(uint8_t *buf, uint16_t kind)
 {
-	put32(buf, TCP_WIRE_MAGIC);
-	put16(buf + 4, TCP_WIRE_VERSION);
-	put16(buf + 6, kind);
+	le_put32(buf, TCP_WIRE_MAGIC);
+	le_put16(buf + 4, TCP_WIRE_VERSION);
+	le_put16(buf + 6, kind);
 }
 
 #define KIND_HANDLE 0x4844 /* "HD" */
@@ -97,9 +57,9 @@ void tcp_handle_encode(const struct tcp_handle *h, uint8_t *buf)
 	memset(buf, 0, TCP_HANDLE_WIRE_SIZE);
 	prefix_put(buf, KIND_HANDLE);
 	addr_put(buf + 8, &h->addr);
-	put64(buf + 28, h->listen_id);
-	put64(buf + 36, h->comm_id);
-	put64(buf + 44, h->incarnation);
+	le_put64(buf + 28, h->listen_id);
+	le_put64(buf + 36, h->comm_id);
+	le_put64(buf + 44, h->incarnation);
 	/* bytes 52..63 reserved, zero */
 }
 
@@ -115,9 +75,9 @@ int tcp_handle_decode(const uint8_t *buf, size_t len, struct tcp_handle *h)
 	rc = addr_get(buf + 8, &h->addr);
 	if (rc)
 		return rc;
-	h->listen_id = get64(buf + 28);
-	h->comm_id = get64(buf + 36);
-	h->incarnation = get64(buf + 44);
+	h->listen_id = le_get64(buf + 28);
+	h->comm_id = le_get64(buf + 36);
+	h->incarnation = le_get64(buf + 44);
 	if (h->listen_id == 0 || h->incarnation == 0)
 		return -EBADMSG;
 	for (int i = 52; i < TCP_HANDLE_WIRE_SIZE; i++)
@@ -130,15 +90,15 @@ void tcp_hello_encode(const struct tcp_hello *h, uint8_t *buf)
 {
 	memset(buf, 0, TCP_HELLO_WIRE_SIZE);
 	prefix_put(buf, KIND_HELLO);
-	put16(buf + 8, h->type);
-	put16(buf + 10, h->stream);
-	put16(buf + 12, h->nstreams);
-	put32(buf + 14, h->gen);
-	put64(buf + 18, h->listen_id);
-	put64(buf + 26, h->comm_id);
-	put64(buf + 34, h->listener_inc);
-	put64(buf + 42, h->incarnation);
-	put64(buf + 50, h->conn_id);
+	le_put16(buf + 8, h->type);
+	le_put16(buf + 10, h->stream);
+	le_put16(buf + 12, h->nstreams);
+	le_put32(buf + 14, h->gen);
+	le_put64(buf + 18, h->listen_id);
+	le_put64(buf + 26, h->comm_id);
+	le_put64(buf + 34, h->listener_inc);
+	le_put64(buf + 42, h->incarnation);
+	le_put64(buf + 50, h->conn_id);
 	addr_put(buf + 58, &h->self);
 	/* bytes 78..79 reserved */
 }
@@ -152,15 +112,15 @@ int tcp_hello_decode(const uint8_t *buf, size_t len, struct tcp_hello *h)
 	rc = prefix_check(buf, KIND_HELLO);
 	if (rc)
 		return rc;
-	h->type = get16(buf + 8);
-	h->stream = get16(buf + 10);
-	h->nstreams = get16(buf + 12);
-	h->gen = get32(buf + 14);
-	h->listen_id = get64(buf + 18);
-	h->comm_id = get64(buf + 26);
-	h->listener_inc = get64(buf + 34);
-	h->incarnation = get64(buf + 42);
-	h->conn_id = get64(buf + 50);
+	h->type = le_get16(buf + 8);
+	h->stream = le_get16(buf + 10);
+	h->nstreams = le_get16(buf + 12);
+	h->gen = le_get32(buf + 14);
+	h->listen_id = le_get64(buf + 18);
+	h->comm_id = le_get64(buf + 26);
+	h->listener_inc = le_get64(buf + 34);
+	h->incarnation = le_get64(buf + 42);
+	h->conn_id = le_get64(buf + 50);
 	rc = addr_get(buf + 58, &h->self);
 	if (rc)
 		return rc;
@@ -187,25 +147,25 @@ int tcp_hello_decode(const uint8_t *buf, size_t len, struct tcp_hello *h)
 
 void tcp_chunk_encode(const struct tcp_chunk *c, uint8_t *buf)
 {
-	put32(buf, c->tag);
-	put64(buf + 4, c->seq);
-	put64(buf + 12, c->total);
-	put64(buf + 20, c->offset);
-	put32(buf + 28, 0x4b4e4843u); /* "CHNK" guard against a desynchronised stream */
-	put64(buf + 32, c->len);
+	le_put32(buf, c->tag);
+	le_put64(buf + 4, c->seq);
+	le_put64(buf + 12, c->total);
+	le_put64(buf + 20, c->offset);
+	le_put32(buf + 28, 0x4b4e4843u); /* "CHNK" guard against a desynchronised stream */
+	le_put64(buf + 32, c->len);
 }
 
 int tcp_chunk_decode(const uint8_t *buf, size_t len, struct tcp_chunk *c)
 {
 	if (len < TCP_CHUNK_WIRE_SIZE)
 		return -EBADMSG;
-	if (get32(buf + 28) != 0x4b4e4843u)
+	if (le_get32(buf + 28) != 0x4b4e4843u)
 		return -EBADMSG;
-	c->tag = get32(buf);
-	c->seq = get64(buf + 4);
-	c->total = get64(buf + 12);
-	c->offset = get64(buf + 20);
-	c->len = get64(buf + 32);
+	c->tag = le_get32(buf);
+	c->seq = le_get64(buf + 4);
+	c->total = le_get64(buf + 12);
+	c->offset = le_get64(buf + 20);
+	c->len = le_get64(buf + 32);
 	/* 1 TiB bounds any single transfer (NCCL_MAX_NET_SIZE_BYTES). */
 	if (c->total > (1ull << 40) || c->offset > c->total || c->len > c->total - c->offset)
 		return -EBADMSG;
@@ -232,17 +192,17 @@ size_t tcp_frame_encode(const struct tcp_frame *f, uint8_t *buf)
 {
 	size_t plen = frame_payload_len(f->type);
 
-	put16(buf, f->type);
-	put16(buf + 2, 0);
-	put32(buf + 4, (uint32_t)plen);
+	le_put16(buf, f->type);
+	le_put16(buf + 2, 0);
+	le_put32(buf + 4, (uint32_t)plen);
 	switch (f->type) {
 	case TCP_FRAME_HEARTBEAT:
 	case TCP_FRAME_ACK:
-		put64(buf + 8, f->value);
+		le_put64(buf + 8, f->value);
 		break;
 	case TCP_FRAME_WELCOME:
-		put32(buf + 8, f->gen);
-		put64(buf + 12, f->value);
+		le_put32(buf + 8, f->gen);
+		le_put64(buf + 12, f->value);
 		memcpy(buf + 20, f->done, sizeof(f->done));
 		break;
 	default:
@@ -257,8 +217,8 @@ int tcp_frame_length(const uint8_t *buf, size_t len)
 
 	if (len < TCP_FRAME_HDR_SIZE)
 		return 0;
-	plen = frame_payload_len(get16(buf));
-	if (plen == SIZE_MAX || get16(buf + 2) != 0 || get32(buf + 4) != plen)
+	plen = frame_payload_len(le_get16(buf));
+	if (plen == SIZE_MAX || le_get16(buf + 2) != 0 || le_get32(buf + 4) != plen)
 		return -EBADMSG;
 	return (int)(TCP_FRAME_HDR_SIZE + plen);
 }
@@ -270,15 +230,15 @@ int tcp_frame_decode(const uint8_t *buf, size_t len, struct tcp_frame *f)
 	if (flen <= 0 || (size_t)flen != len)
 		return -EBADMSG;
 	memset(f, 0, sizeof(*f));
-	f->type = get16(buf);
+	f->type = le_get16(buf);
 	switch (f->type) {
 	case TCP_FRAME_HEARTBEAT:
 	case TCP_FRAME_ACK:
-		f->value = get64(buf + 8);
+		f->value = le_get64(buf + 8);
 		break;
 	case TCP_FRAME_WELCOME:
-		f->gen = get32(buf + 8);
-		f->value = get64(buf + 12);
+		f->gen = le_get32(buf + 8);
+		f->value = le_get64(buf + 12);
 		memcpy(f->done, buf + 20, sizeof(f->done));
 		if (f->gen == 0)
 			return -EBADMSG;

@@ -1,0 +1,499 @@
+/* The allreduce test harness, second half: the members' inputs and the exact results they must
+ * get, and what the parent reads back: stalls, gaps, per-op agreement checks, descriptions and
+ * logs. The first half (ft_group.c) runs the member processes.
+ */
+#define _GNU_SOURCE
+#include "ft_group.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "chaos_proc.h"
+#include "ftcc/reduce.h"
+
+enum ftcc_degraded ft_policy(const struct ft_group *g)
+{
+	const char *env = getenv("FTCC_DEGRADED");
+
+	if (g->o.degraded != FTCC_DEGRADED_DEFAULT)
+		return g->o.degraded;
+	if (env && strcmp(env, "sum") == 0)
+		return FTCC_DEGRADED_SUM;
+	if (env && strcmp(env, "fail") == 0)
+		return FTCC_DEGRADED_FAIL;
+	return FTCC_DEGRADED_RESCALE;
+}
+
+/* ---- inputs and expected results ------------------------------------------------------------- */
+
+/* The value of element @e of member @m's input of op @seq: small integers, so that every reduction
+ * over up to FT_GROUP_MAX_N members is exact in the type (partial sums stay below 2^(mantissa bits
+ * + 1); products are powers of two). */
+static int ft_value(const struct ft_spec *spec, uint32_t m, uint64_t seq, size_t e)
+{
+	int h = (int)((m + 1) * (seq % 7 + 1) + e % 5);
+
+	if (spec->op == FTCC_PROD) {
+		return 1 + ((m + seq + e) % 3 == 0);
+	}
+	switch (spec->dtype) {
+	case FTCC_INT8:
+	case FTCC_UINT8:
+	case FTCC_FP8_E4M3:
+	case FTCC_FP8_E5M2:
+		return (int)((m + seq + e) % 2);
+	case FTCC_BFLOAT16:
+		return h % 16;
+	case FTCC_UINT32:
+	case FTCC_UINT64:
+		return h;
+	default:
+		return h - 12;
+	}
+}
+
+/* The bits of the small integer @v in a binary float format with @ebits exponent bits, @mbits
+ * mantissa bits and exponent bias @bias (exact for the values ft_value() makes). */
+static uint32_t ft_small_float(int v, int ebits, int mbits, int bias)
+{
+	uint32_t sign = v < 0, a = (uint32_t)(v < 0 ? -v : v), man;
+	int e;
+
+	if (a == 0) {
+		return sign << (ebits + mbits);
+	}
+	e = 31 - __builtin_clz(a);
+	man = a - (1u << e);
+	man = e <= mbits ? man << (mbits - e) : man >> (e - mbits);
+	return sign << (ebits + mbits) | (uint32_t)(e + bias) << mbits | man;
+}
+
+/* Stores @v as element @i of @buf in @dtype. */
+static void ft_store(void *buf, size_t i, enum ftcc_dtype dtype, int v)
+{
+	switch (dtype) {
+	case FTCC_INT8:
+		((int8_t *)buf)[i] = (int8_t)v;
+		break;
+	case FTCC_UINT8:
+		((uint8_t *)buf)[i] = (uint8_t)v;
+		break;
+	case FTCC_INT32:
+		((int32_t *)buf)[i] = v;
+		break;
+	case FTCC_UINT32:
+		((uint32_t *)buf)[i] = (uint32_t)v;
+		break;
+	case FTCC_INT64:
+		((int64_t *)buf)[i] = v;
+		break;
+	case FTCC_UINT64:
+		((uint64_t *)buf)[i] = (uint64_t)v;
+		break;
+	case FTCC_FLOAT16:
+		((uint16_t *)buf)[i] = (uint16_t)ft_small_float(v, 5, 10, 15);
+		break;
+	case FTCC_FLOAT32:
+		((float *)buf)[i] = (float)v;
+		break;
+	case FTCC_FLOAT64:
+		((double *)buf)[i] = v;
+		break;
+	case FTCC_BFLOAT16:
+		((uint16_t *)buf)[i] = (uint16_t)ft_small_float(v, 8, 7, 127);
+		break;
+	case FTCC_FP8_E4M3:
+		((uint8_t *)buf)[i] = (uint8_t)ft_small_float(v, 4, 3, 7);
+		break;
+	case FTCC_FP8_E5M2:
+		((uint8_t *)buf)[i] = (uint8_t)ft_small_float(v, 5, 2, 15);
+		break;
+	default:
+		break;
+	}
+}
+
+void ft_input(void *buf, const struct ft_spec *spec, uint32_t member, uint64_t seq)
+{
+	for (size_t e = 0; e < spec->count; e++)
+		ft_store(buf, e, spec->dtype, ft_value(spec, member, seq, e));
+}
+
+uint64_t ft_fnv(const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* Whether the rescale policy scales this op's result. */
+static int ft_rescaled(const struct ft_spec *spec, uint32_t ncontrib, uint32_t size,
+		       enum ftcc_degraded policy)
+{
+	return policy == FTCC_DEGRADED_RESCALE && spec->op == FTCC_SUM &&
+	       ftcc_dtype_is_float(spec->dtype) && ncontrib > 0 && ncontrib < size;
+}
+
+uint64_t ft_expect(const struct ft_spec *spec, uint64_t seq, uint32_t mask, uint32_t size,
+		   enum ftcc_degraded policy, void *acc, void *tmp, double *scale)
+{
+	size_t bytes = spec->count * ftcc_dtype_size(spec->dtype);
+	uint32_t n = 0;
+
+	if (scale)
+		*scale = 1.0;
+	for (uint32_t m = 0; m < 32; m++) {
+		if (!(mask >> m & 1))
+			continue;
+		ft_input(n ? tmp : acc, spec, m, seq);
+		if (n)
+			ftcc_reduce(acc, tmp, spec->count, spec->dtype, spec->op);
+		n++;
+	}
+	if (n == 0)
+		memset(acc, 0, bytes);
+	if (spec->op == FTCC_AVG && n)
+		ftcc_reduce_div(acc, spec->count, spec->dtype, n);
+	if (ft_rescaled(spec, n, size, policy)) {
+		double f = (double)size / (double)n;
+
+		ftcc_reduce_scale(acc, spec->count, spec->dtype, f);
+		if (scale)
+			*scale = f;
+	}
+	return ft_fnv(acc, bytes);
+}
+
+static int64_t ft_run_top(const struct ft_run *r)
+{
+	int64_t top = atomic_load(&r->last_seq) + FT_GROUP_MAX_DEPTH;
+
+	return top < FT_GROUP_MAX_SEQ ? top : FT_GROUP_MAX_SEQ - 1;
+}
+
+double ft_group_stall(const struct ft_group *g, uint32_t who, int64_t t_ns, double *min_ms,
+		      uint64_t *seq)
+{
+	double hi = -1, lo = -1;
+	int missing = 0;
+
+	for (int i = 0; i < g->n; i++) {
+		const struct ft_run *r = ft_group_cur(g, i);
+		int64_t best = 0, best_seq = -1;
+
+		if (!(who >> i & 1))
+			continue;
+		for (int64_t s = 0; r && s <= ft_run_top(r); s++) {
+			const struct ft_op *op = &r->ops[s];
+
+			if (atomic_load_explicit(&op->state, memory_order_acquire) != FT_OP_DONE ||
+			    op->t_done < t_ns) {
+				continue;
+			}
+			if (!best || op->t_done < best) {
+				best = op->t_done;
+				best_seq = s;
+			}
+		}
+		if (!best) {
+			missing = 1;
+			continue;
+		}
+		if (chaos_ms(t_ns, best) > hi) {
+			hi = chaos_ms(t_ns, best);
+			if (seq)
+				*seq = (uint64_t)best_seq;
+		}
+		if (lo < 0 || chaos_ms(t_ns, best) < lo)
+			lo = chaos_ms(t_ns, best);
+	}
+	if (min_ms)
+		*min_ms = lo;
+	return missing ? -1 : hi;
+}
+
+double ft_group_max_gap(const struct ft_group *g, int i, int64_t t_from_ns, int64_t t_to_ns)
+{
+	const struct ft_run *r = ft_group_cur(g, i);
+	int64_t prev = t_from_ns;
+	double gap = 0;
+
+	for (int64_t s = 0; r && s <= ft_run_top(r); s++) {
+		const struct ft_op *op = &r->ops[s];
+
+		if (atomic_load_explicit(&op->state, memory_order_acquire) != FT_OP_DONE ||
+		    op->t_done < t_from_ns || op->t_done > t_to_ns) {
+			continue;
+		}
+		if (chaos_ms(prev, op->t_done) > gap)
+			gap = chaos_ms(prev, op->t_done);
+		prev = op->t_done;
+	}
+	return gap;
+}
+
+static int ft_is_result(int rc)
+{
+	return rc == 0 || rc == FTCC_ERR_DEGRADED;
+}
+
+int ft_group_seq(const struct ft_group *g, uint64_t seq, struct ft_seq_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	if (!g->sh || seq >= FT_GROUP_MAX_SEQ)
+		return 0;
+	for (int k = 0; k < g->nruns; k++) {
+		const struct ft_run *r = &g->sh->run[k];
+		const struct ft_op *op = &r->ops[seq];
+
+		if (atomic_load_explicit(&op->state, memory_order_acquire) != FT_OP_DONE)
+			continue;
+		if (!ft_is_result(op->rc)) {
+			info->nerr++;
+			continue;
+		}
+		if (info->ndone++ == 0) {
+			info->rc = op->rc;
+			info->mask = op->mask;
+			info->ncontrib = op->ncontrib;
+			info->epoch = op->epoch;
+			info->t_first = op->t_done;
+			info->t_last = op->t_done;
+		}
+		info->done_by |= 1u << r->member;
+		info->resumed |= op->resumed;
+		info->attempts_max =
+			op->attempts > info->attempts_max ? op->attempts : info->attempts_max;
+		info->t_first = op->t_done < info->t_first ? op->t_done : info->t_first;
+		info->t_last = op->t_done > info->t_last ? op->t_done : info->t_last;
+	}
+	return info->ndone;
+}
+
+int64_t ft_group_max_seq(const struct ft_group *g)
+{
+	int64_t top = -1;
+
+	for (int k = 0; g->sh && k < g->nruns; k++) {
+		int64_t s = atomic_load(&g->sh->run[k].last_seq);
+
+		top = s > top ? s : top;
+	}
+	return top;
+}
+
+/* Compares @op (of process @k) with the first completer @ref (of process @k0) of op @seq. 0, or -1
+ * with @why filled. */
+static int ft_check_pair(const struct ft_op *ref, int k0, const struct ft_op *op, int k,
+			 uint64_t seq, char *why, size_t len)
+{
+	const char *what = NULL;
+
+	if (op->sum != ref->sum)
+		what = "result checksum";
+	else if (op->mask != ref->mask)
+		what = "contributor set";
+	else if (op->ncontrib != ref->ncontrib)
+		what = "ncontrib";
+	else if (op->epoch != ref->epoch)
+		what = "epoch";
+	else if (op->scale != ref->scale)
+		what = "scale";
+	else if (op->rc != ref->rc)
+		what = "result code";
+	if (!what)
+		return 0;
+	snprintf(why, len,
+		 "op %llu: processes %d and %d disagree on the %s: (sum %016llx set %#x n %u epoch "
+		 "%llu resumed %d scale %g rc %d) vs (sum %016llx set %#x n %u epoch %llu resumed "
+		 "%d scale %g rc %d)",
+		 (unsigned long long)seq, k0, k, what, (unsigned long long)ref->sum, ref->mask,
+		 ref->ncontrib, (unsigned long long)ref->epoch, ref->resumed, ref->scale, ref->rc,
+		 (unsigned long long)op->sum, op->mask, op->ncontrib, (unsigned long long)op->epoch,
+		 op->resumed, op->scale, op->rc);
+	return -1;
+}
+
+/* Checks op @seq's reference record @ref against the exact result. 0 or -1 with @why. */
+static int ft_check_expect(const struct ft_group *g, const struct ft_op *ref, int k0, uint64_t seq,
+			   void *acc, void *tmp, char *why, size_t len)
+{
+	const struct ft_spec *spec = ft_spec_of(g, seq);
+	enum ftcc_degraded policy = ft_policy(g);
+	int want_rc = policy == FTCC_DEGRADED_FAIL && ref->ncontrib < (uint32_t)g->n ?
+			      FTCC_ERR_DEGRADED :
+			      0;
+	double scale;
+	uint64_t sum = ft_expect(spec, seq, ref->mask, (uint32_t)g->n, policy, acc, tmp, &scale);
+
+	if ((uint32_t)__builtin_popcount(ref->mask) != ref->ncontrib) {
+		snprintf(why, len, "op %llu: ncontrib %u but %d bits in the set %#x",
+			 (unsigned long long)seq, ref->ncontrib, __builtin_popcount(ref->mask),
+			 ref->mask);
+		return -1;
+	}
+	if (ref->size != (uint32_t)g->n) {
+		snprintf(why, len, "op %llu: record size %u, group of %d", (unsigned long long)seq,
+			 ref->size, g->n);
+		return -1;
+	}
+	if (sum != ref->sum || scale != ref->scale || want_rc != ref->rc) {
+		snprintf(why, len,
+			 "op %llu (%zu x %s %s%s) over %#x (process %d): got sum %016llx scale "
+			 "%.17g rc %d, expected sum %016llx scale %.17g rc %d",
+			 (unsigned long long)seq, spec->count, ftcc_dtype_name(spec->dtype),
+			 ftcc_redop_name(spec->op), spec->inplace ? " in place" : "", ref->mask, k0,
+			 (unsigned long long)ref->sum, ref->scale, ref->rc, (unsigned long long)sum,
+			 scale, want_rc);
+		return -1;
+	}
+	return 0;
+}
+
+int ft_group_check(const struct ft_group *g, char *why, size_t len)
+{
+	size_t max_bytes = 64;
+	void *acc, *tmp;
+	int checked = 0, rc = 0;
+	int64_t top = ft_group_max_seq(g);
+
+	if (len)
+		why[0] = '\0';
+	if (!g->sh)
+		return 0;
+	for (int k = 0; k < g->o.nspec; k++) {
+		size_t b = g->script[k].count * ftcc_dtype_size(g->script[k].dtype);
+
+		max_bytes = b > max_bytes ? b : max_bytes;
+	}
+	acc = malloc(max_bytes);
+	tmp = malloc(max_bytes);
+	if (!acc || !tmp) {
+		snprintf(why, len, "out of memory");
+		rc = -1;
+		goto out_free;
+	}
+	for (int64_t s = 0; s <= top + FT_GROUP_MAX_DEPTH && s < FT_GROUP_MAX_SEQ && !rc; s++) {
+		const struct ft_op *ref = NULL;
+		int k0 = -1;
+
+		for (int k = 0; k < g->nruns && !rc; k++) {
+			const struct ft_run *r = &g->sh->run[k];
+			const struct ft_op *op = &r->ops[s];
+
+			if (atomic_load_explicit(&op->state, memory_order_acquire) != FT_OP_DONE ||
+			    !ft_is_result(op->rc)) {
+				continue;
+			}
+			if (op->bad_seq) {
+				snprintf(why, len, "op %lld: process %d got a record of another op",
+					 (long long)s, k);
+				rc = -1;
+			} else if (!(op->mask >> r->member & 1) && !r->catchup) {
+				snprintf(why, len,
+					 "op %lld: process %d (member %d) is not in the "
+					 "contributor set %#x of its result",
+					 (long long)s, k, r->member, op->mask);
+				rc = -1;
+			} else if (!ref) {
+				ref = op;
+				k0 = k;
+			} else {
+				rc = ft_check_pair(ref, k0, op, k, (uint64_t)s, why, len);
+			}
+		}
+		if (ref && !rc) {
+			rc = ft_check_expect(g, ref, k0, (uint64_t)s, acc, tmp, why, len);
+			checked++;
+		}
+	}
+out_free:
+	free(acc);
+	free(tmp);
+	return rc ? -1 : checked;
+}
+
+/* Appends to @buf at *@at (bounded by @len). */
+static void ft_put(char *buf, size_t len, size_t *at, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void ft_put(char *buf, size_t len, size_t *at, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (*at + 1 >= len)
+		return;
+	va_start(ap, fmt);
+	k = vsnprintf(buf + *at, len - *at, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		*at = *at + (size_t)k < len ? *at + (size_t)k : len - 1;
+}
+
+size_t ft_group_describe(const struct ft_group *g, int tail, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	if (len)
+		buf[0] = '\0';
+	if (!g->sh)
+		return 0;
+	ft_put(buf, len, &at, "group %s of %d, limit %llu\n", g->name, g->n,
+	       (unsigned long long)atomic_load(&g->sh->limit));
+	for (int k = 0; k < g->nruns; k++) {
+		const struct ft_run *r = &g->sh->run[k];
+		int64_t top = atomic_load(&r->last_seq), from = top - tail + 1;
+
+		ft_put(buf, len, &at,
+		       "process %d: member %d pid %d%s%s%s%s created %d, last op %lld, %llu done, "
+		       "ended %d rc %d (%s) \"%s\"%s\n",
+		       k, r->member, (int)r->pid, r->join ? " join" : "",
+		       r->catchup ? " catchup" : "", r->fault[0] ? " fault " : "", r->fault,
+		       atomic_load(&r->created), (long long)top,
+		       (unsigned long long)atomic_load(&r->ndone), atomic_load(&r->ended),
+		       atomic_load(&r->end_rc), ftcc_strerror(atomic_load(&r->end_rc)),
+		       r->last_error, g->exit_status[k] != -1 ? " (gone)" : "");
+		for (int64_t s = from < 0 ? 0 : from; s <= top + 1 && s < FT_GROUP_MAX_SEQ; s++) {
+			const struct ft_op *op = &r->ops[s];
+			int st = atomic_load_explicit(&op->state, memory_order_acquire);
+
+			if (st == FT_OP_NONE)
+				continue;
+			ft_put(buf, len, &at,
+			       "  op %lld: %s rc %d epoch %llu set %#x n %u attempts %u resumed %d "
+			       "scale %g start %.1f done %.1f ms\n",
+			       (long long)s, st == FT_OP_DONE ? "done" : "started", op->rc,
+			       (unsigned long long)op->epoch, op->mask, op->ncontrib, op->attempts,
+			       op->resumed, op->scale, chaos_ms(g->t0_ns, op->t_start),
+			       st == FT_OP_DONE ? chaos_ms(g->t0_ns, op->t_done) : -1.0);
+		}
+	}
+	return at;
+}
+
+size_t ft_group_log(const struct ft_group *g, int i, char *buf, size_t len)
+{
+	static char all[1 << 20];
+	size_t n;
+
+	if (len)
+		buf[0] = '\0';
+	if (!g->sh || i < 0 || i >= g->n || g->run[i] < 0 || g->errfd[g->run[i]] < 0 || !len)
+		return 0;
+	n = chaos_capture_read(g->errfd[g->run[i]], all, sizeof(all));
+	if (n + 1 > len) {
+		memcpy(buf, all + n - (len - 1), len - 1);
+		buf[len - 1] = '\0';
+		return len - 1;
+	}
+	memcpy(buf, all, n + 1);
+	return n;
+}
