@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ftcc/comm_ext.h"
 #include "ftcc/fault.h"
 #include "ftcc/log.h"
 #include "ftcc/reduce.h"
@@ -253,7 +254,8 @@ static int comm_init(struct ftcc_comm *c, const struct ftcc_config *cfg)
 	return 0;
 }
 
-FTCC_API int ftcc_comm_create(const struct ftcc_config *cfg, ftcc_comm_t **out)
+int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create_ext *ext,
+			 ftcc_comm_t **out)
 {
 	struct ctl_member_cfg mc = { 0 };
 	const char *addr;
@@ -306,6 +308,10 @@ FTCC_API int ftcc_comm_create(const struct ftcc_config *cfg, ftcc_comm_t **out)
 	mc.incarnation = c->incarnation;
 	mc.on_change = on_change;
 	mc.on_change_arg = c;
+	if (ext && ext->has_listen_fd) {
+		mc.has_listen_fd = 1;
+		mc.listen_fd = ext->listen_fd;
+	}
 	rc = ctl_member_create(&mc, &c->ctl);
 	if (rc) {
 		comm_free(c);
@@ -341,6 +347,11 @@ FTCC_API int ftcc_comm_create(const struct ftcc_config *cfg, ftcc_comm_t **out)
 	c->thread_started = 1;
 	*out = c;
 	return 0;
+}
+
+FTCC_API int ftcc_comm_create(const struct ftcc_config *cfg, ftcc_comm_t **out)
+{
+	return ftcc_comm_create_ext(cfg, NULL, out);
 }
 
 /* Stops everything that could touch the peers: the data plane, the executor, the
@@ -398,8 +409,9 @@ FTCC_API int ftcc_comm_destroy(ftcc_comm_t *c)
 	if (c->ctl) {
 		ctl_member_destroy(c->ctl);
 	}
-	for (r = c->qhead; r; r = next) {
-		next = r->next;
+	/* Queued, done and untested: every request not collected yet goes with the comm. */
+	for (r = c->live; r; r = next) {
+		next = r->lnext;
 		free(r);
 	}
 	comm_free(c);
@@ -494,6 +506,11 @@ static int start(struct ftcc_comm *c, const void *sendbuf, void *recvbuf, size_t
 		return FTCC_ERR_BUSY;
 	}
 	r->seq = c->next_seq++;
+	r->lnext = c->live;
+	if (c->live) {
+		c->live->lprev = r;
+	}
+	c->live = r;
 	if (c->qtail) {
 		c->qtail->next = r;
 	} else {
@@ -516,11 +533,22 @@ FTCC_API int ftcc_iallreduce(ftcc_comm_t *c, const void *sendbuf, void *recvbuf,
 
 static int collect(struct ftcc_request *r, struct ftcc_record *rec)
 {
+	struct ftcc_comm *c = r->comm;
 	int rc = r->result;
 
 	if (rec) {
 		*rec = r->rec;
 	}
+	pthread_mutex_lock(&c->mu);
+	if (r->lprev) {
+		r->lprev->lnext = r->lnext;
+	} else {
+		c->live = r->lnext;
+	}
+	if (r->lnext) {
+		r->lnext->lprev = r->lprev;
+	}
+	pthread_mutex_unlock(&c->mu);
 	free(r);
 	return rc;
 }

@@ -26,7 +26,8 @@
  * ftcc_iallreduce() and ftcc_test()/ftcc_wait(); queued on the comm meanwhile. */
 struct ftcc_request {
 	struct ftcc_comm *comm;
-	struct ftcc_request *next; /* queue of ops not yet run */
+	struct ftcc_request *next;	    /* queue of ops not yet run */
+	struct ftcc_request *lprev, *lnext; /* every request not collected yet (under comm->mu) */
 	uint64_t seq;
 	const void *sendbuf;
 	void *recvbuf;
@@ -73,6 +74,7 @@ struct ftcc_comm {
 	atomic_int aborted;		    /* abort or destroy began */
 	int executing;			    /* a thread runs ops (under mu) */
 	struct ftcc_request *qhead, *qtail; /* not yet run, in seq order (under mu) */
+	struct ftcc_request *live;	    /* not collected yet, freed by destroy (under mu) */
 	uint64_t next_seq;		    /* given to the next op started (under mu) */
 	uint64_t exec_seq;		    /* the next op to run (executor's) */
 	atomic_uint ctl_gen;		    /* bumped on every membership change */

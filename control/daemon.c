@@ -241,7 +241,7 @@ int ctl_daemon_start(const char *addr, struct ctl_daemon **out)
 	d->wake_fd = rt_wake_open();
 	rc = d->wake_fd < 0 ? d->wake_fd : rt_msg_alloc(&d->msg);
 	if (!rc) {
-		rc = rt_host_init(&d->host, (struct sockaddr *)&ss, len, &ops, &d->msg);
+		rc = rt_host_init(&d->host, (struct sockaddr *)&ss, len, -1, &ops, &d->msg);
 		if (rc)
 			ftcc_warn("control: daemon cannot listen on %s: %s", addr, strerror(-rc));
 	}

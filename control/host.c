@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdatomic.h>
@@ -150,7 +151,37 @@ struct ctl_coord_ops rt_route_coord_ops(struct rt_route *r)
 	return (struct ctl_coord_ops){ .arg = r, .send = route_send, .close = route_close };
 }
 
-int rt_host_init(struct rt_host *h, const struct sockaddr *sa, socklen_t len,
+/* Takes a duplicate of the caller's listening socket @fd, which must be bound to @sa. */
+static int host_adopt(struct rt_host *h, int fd, const struct sockaddr *sa)
+{
+	struct sockaddr_storage ss;
+	socklen_t sslen = sizeof(ss);
+	int on = 0, flags, rc;
+	socklen_t olen = sizeof(on);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &olen) < 0 || !on ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sslen) < 0 || ss.ss_family != sa->sa_family)
+		return -EBADF;
+	h->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port :
+						   ((struct sockaddr_in *)&ss)->sin_port);
+	if (h->port != ntohs(sa->sa_family == AF_INET6 ?
+				     ((const struct sockaddr_in6 *)sa)->sin6_port :
+				     ((const struct sockaddr_in *)sa)->sin_port))
+		return -EADDRNOTAVAIL;
+	h->lfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (h->lfd < 0)
+		return -errno;
+	flags = fcntl(h->lfd, F_GETFL);
+	if (flags < 0 || fcntl(h->lfd, F_SETFL, flags | O_NONBLOCK) < 0) {
+		rc = -errno;
+		close(h->lfd);
+		h->lfd = -1;
+		return rc;
+	}
+	return 0;
+}
+
+int rt_host_init(struct rt_host *h, const struct sockaddr *sa, socklen_t len, int adopt_fd,
 		 const struct rt_host_ops *ops, struct ctl_msg *msg)
 {
 	memset(h, 0, sizeof(*h));
@@ -159,6 +190,8 @@ int rt_host_init(struct rt_host *h, const struct sockaddr *sa, socklen_t len,
 	h->msg = msg;
 	if (!sa)
 		return 0;
+	if (adopt_fd >= 0)
+		return host_adopt(h, adopt_fd, sa);
 	return rt_listen(sa, len, &h->lfd, &h->port);
 }
 

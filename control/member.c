@@ -276,7 +276,9 @@ static int member_start(struct ctl_member *m, const struct ctl_member_cfg *cfg)
 		return m->wake_fd;
 	rc = rt_host_init(&m->host,
 			  m->backend == RT_EMBEDDED ? (struct sockaddr *)&m->addrs[m->id] : NULL,
-			  m->backend == RT_EMBEDDED ? m->addr_lens[m->id] : 0, &hops, &m->msg);
+			  m->backend == RT_EMBEDDED ? m->addr_lens[m->id] : 0,
+			  m->backend == RT_EMBEDDED && cfg->has_listen_fd ? cfg->listen_fd : -1,
+			  &hops, &m->msg);
 	if (rc) {
 		ftcc_warn("control: member %u of \"%s\" cannot listen on %s: %s", m->id, m->group,
 			  cfg->addrs[m->id], strerror(-rc));

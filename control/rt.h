@@ -190,8 +190,11 @@ struct rt_host {
 /* Poll kinds the host uses (owners use their own above RT_POLL_OWNER). */
 enum { RT_POLL_LISTEN = 1, RT_POLL_HCONN, RT_POLL_OWNER = 16 };
 
-/* Listens on @sa (NULL: no listener) and remembers @ops and the scratch @msg. 0 or -errno. */
-int rt_host_init(struct rt_host *h, const struct sockaddr *sa, socklen_t len,
+/* Listens on @sa (NULL: no listener) and remembers @ops and the scratch @msg. With @adopt_fd
+ * >= 0, listens on a duplicate of that socket instead, which must already listen on @sa's port
+ * (the caller keeps and closes its own descriptor). 0 or -errno (-EBADF: @adopt_fd is not a
+ * listening socket of @sa's family; -EADDRNOTAVAIL: another port). */
+int rt_host_init(struct rt_host *h, const struct sockaddr *sa, socklen_t len, int adopt_fd,
 		 const struct rt_host_ops *ops, struct ctl_msg *msg);
 /* Closes the listener and every connection at once; frees them. */
 void rt_host_fini(struct rt_host *h);

@@ -142,7 +142,8 @@ FTCC_API void ftcc_config_init(struct ftcc_config *cfg);
 FTCC_API int ftcc_comm_create(const struct ftcc_config *cfg, ftcc_comm_t **out);
 
 /* Leaves the group and frees everything once the ops in flight are done or failed. Ops still
- * in flight end with FTCC_ERR_ABORTED. Bounded like abort. */
+ * in flight end with FTCC_ERR_ABORTED. Requests not yet returned by ftcc_test()/ftcc_wait()
+ * are freed with the communicator and must not be used afterwards. Bounded like abort. */
 FTCC_API int ftcc_comm_destroy(ftcc_comm_t *comm);
 
 /* Returns within 100 ms whatever the peers do: ops in flight end with FTCC_ERR_ABORTED (their

@@ -8,7 +8,7 @@
 
 #include "plugin.h"
 
-static ncclResult_t plugin_get_properties_v10(int dev, ncclNetProperties_v10_t *props)
+ncclResult_t plugin_get_properties_v10(int dev, ncclNetProperties_v10_t *props)
 {
 	ncclNetProperties_v11_t p;
 

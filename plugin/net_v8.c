@@ -35,7 +35,7 @@ ncclResult_t plugin_connect_v8(int dev, void *handle, void **send_comm,
 	return plugin_connect(ctx, dev, handle, send_comm, send_dev_comm);
 }
 
-static ncclResult_t plugin_get_properties_v8(int dev, ncclNetProperties_v8_t *props)
+ncclResult_t plugin_get_properties_v8(int dev, ncclNetProperties_v8_t *props)
 {
 	ncclNetProperties_v11_t p;
 

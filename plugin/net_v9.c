@@ -7,7 +7,7 @@
 
 #include "plugin.h"
 
-static ncclResult_t plugin_get_properties_v9(int dev, ncclNetProperties_v9_t *props)
+ncclResult_t plugin_get_properties_v9(int dev, ncclNetProperties_v9_t *props)
 {
 	ncclNetProperties_v11_t p;
 

@@ -100,4 +100,10 @@ PLUGIN_HIDDEN ncclResult_t plugin_connect_v8(int dev, void *handle, void **send_
 /* The global init without a profiler callback (v8, v9). */
 PLUGIN_HIDDEN ncclResult_t plugin_init_v8(ncclDebugLogger_t logger);
 
+/* getProperties of the older tables: the v11 answer in the older layout. Collnet reports the
+ * same devices with the same properties, so both plug-in kinds use these. */
+PLUGIN_HIDDEN ncclResult_t plugin_get_properties_v10(int dev, ncclNetProperties_v10_t *props);
+PLUGIN_HIDDEN ncclResult_t plugin_get_properties_v9(int dev, ncclNetProperties_v9_t *props);
+PLUGIN_HIDDEN ncclResult_t plugin_get_properties_v8(int dev, ncclNetProperties_v8_t *props);
+
 #endif

@@ -36,6 +36,10 @@ struct ctl_member_cfg {
 	int64_t connect_timeout_ms;   /* 0 = FTCC_CONNECT_TIMEOUT_MS */
 	uint64_t incarnation;	      /* 0 = a random one; the engine passes its own so the data
 				       * plane can name it */
+	int has_listen_fd;	      /* embedded: listen on a duplicate of listen_fd, a socket */
+	int listen_fd;		      /* already listening on addrs[id]'s port (the caller keeps
+				       * and closes its own; the CollNet plug-in hands out that
+				       * port in its handle before the group is known) */
 	void (*on_change)(void *arg); /* optional: called on the control thread after every view
 				       * or state change; must not block or call ctl_member_* */
 	void *on_change_arg;

@@ -43,6 +43,8 @@
 	  "auto: recursive doubling up to this size, the ring above")                              \
 	X(SEGMENT_BYTES, INT, 1048576, 4096, 1073741824,                                           \
 	  "ring pipeline segment: each ring step moves its chunk in pieces of this size")          \
+	X(COLLNET_MIN_NODES, INT, 1, 1, 1024,                                                      \
+	  "CollNet: an op whose result has fewer nodes' input fails with ncclRemoteError")         \
 	X(FAULT, STR, "", 0, 0,                                                                    \
 	  "test-only: point:seq[:step[:action]] makes this process die at an engine phase")        \
 	X(INJECT, STR, "", 0, 0,                                                                   \

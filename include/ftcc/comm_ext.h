@@ -1,0 +1,23 @@
+/* Engine entry points beyond the public API (include/ftcc.h), for the CollNet plug-in. Not
+ * exported from libftcc.so.
+ */
+#ifndef FTCC_COMM_EXT_H
+#define FTCC_COMM_EXT_H
+
+#include "ftcc.h"
+
+/* Extra creation parameters. */
+struct ftcc_create_ext {
+	/* Embedded coordinator: a socket already listening on cfg->addrs[cfg->rank]'s port, which
+	 * the member listens on (a duplicate of it) instead of binding that port itself. The
+	 * caller keeps and closes its own descriptor. Lets the plug-in hand out the port in its
+	 * listen handle before the group is known. */
+	int has_listen_fd;
+	int listen_fd;
+};
+
+/* ftcc_comm_create() with @ext (NULL: none). */
+int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create_ext *ext,
+			 ftcc_comm_t **out);
+
+#endif
