@@ -648,14 +648,15 @@ ncclResult_t collnet_test(void *request, int *done, int *size)
 				  cc->group, rec.seq, rec.ncontrib, rec.size);
 			res = ncclRemoteError;
 		}
-	} else if (rc == FTCC_ERR_LOST || rc == FTCC_ERR_ABORTED) {
-		ftcc_warn("CollNet group %s: node %u can no longer make progress with the group: "
-			  "%s",
-			  cc->group, cc->rank, ftcc_comm_last_error(cc->comm));
-		cc->failed = res = ncclRemoteError;
-	} else {
+	} else if (rc == FTCC_ERR_INVALID || rc == FTCC_ERR_NOMEM) {
 		ftcc_warn("CollNet group %s: op failed: %s", cc->group, ftcc_strerror(rc));
-		res = ncclInternalError;
+		res = rc == FTCC_ERR_NOMEM ? ncclSystemError : ncclInternalError;
+	} else {
+		/* LOST (a minority, or removed), ABORTED, TIMEOUT: this node cannot go on. */
+		ftcc_warn("CollNet group %s: node %u can no longer make progress with the group "
+			  "(%s): %s",
+			  cc->group, cc->rank, ftcc_strerror(rc), ftcc_comm_last_error(cc->comm));
+		cc->failed = res = ncclRemoteError;
 	}
 	pthread_mutex_unlock(&cc->mu);
 	if (size)

@@ -110,7 +110,8 @@ check_exports() {
 		echo "$bad" >&2
 		return 1
 	fi
-	for want in ncclNetPlugin_v8 ncclNetPlugin_v9 ncclNetPlugin_v10 ncclNetPlugin_v11; do
+	for want in ncclNetPlugin_v8 ncclNetPlugin_v9 ncclNetPlugin_v10 ncclNetPlugin_v11 \
+		ncclCollNetPlugin_v8 ncclCollNetPlugin_v9 ncclCollNetPlugin_v10 ncclCollNetPlugin_v11; do
 		if ! echo "$syms" | grep -qx "$want"; then
 			echo "$so does not export $want" >&2
 			return 1

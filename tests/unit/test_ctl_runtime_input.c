@@ -228,3 +228,76 @@ Test(ctl_runtime, destroy_is_bounded_with_absent_or_frozen_peers)
 	close(fd);
 	ctl_member_destroy(NULL);
 }
+
+/* ---- an adopted listening socket (the CollNet plug-in's control port) ------------------------ */
+
+/* A socket listening on 127.0.0.1:@port (0: any), and that port in *@port. */
+static int listen_on(int *port, int do_listen)
+{
+	struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons((uint16_t)*port) };
+	socklen_t len = sizeof(in);
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert_geq(fd, 0);
+	in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	cr_assert_eq(bind(fd, (struct sockaddr *)&in, sizeof(in)), 0);
+	if (do_listen)
+		cr_assert_eq(listen(fd, 16), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&in, &len), 0);
+	*port = ntohs(in.sin_port);
+	return fd;
+}
+
+Test(ctl_runtime, adopted_listen_socket_forms_the_group)
+{
+	struct crt_grp g;
+	struct ctl_member_cfg cfg;
+	int port0 = 0, fd0 = listen_on(&port0, 1);
+
+	crt_log_start();
+	crt_grp_init(&g, "adopt", 2, NULL);
+	snprintf(g.addr[0], sizeof(g.addr[0]), "127.0.0.1:%d", port0);
+	cfg = crt_grp_cfg(&g, 0);
+	cfg.has_listen_fd = 1;
+	cfg.listen_fd = fd0;
+	cr_assert_eq(ctl_member_create(&cfg, &g.m[0]), 0);
+	/* The member listens on its own duplicate: the caller's copy can go at once. */
+	close(fd0);
+	crt_grp_start(&g, 1, 0, 0);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(ctl_member_wait(g.m[i], 1, FORM_MS), 0, "member %d did not form", i);
+	crt_grp_destroy(&g);
+}
+
+Test(ctl_runtime, adopted_socket_must_listen_on_the_member_port)
+{
+	struct crt_grp g;
+	struct ctl_member_cfg cfg;
+	struct ctl_member *m = NULL;
+	int port = 0, fd = listen_on(&port, 0);
+
+	crt_log_start();
+	crt_grp_init(&g, "adoptbad", 1, NULL);
+	snprintf(g.addr[0], sizeof(g.addr[0]), "127.0.0.1:%d", port);
+	cfg = crt_grp_cfg(&g, 0);
+	cfg.has_listen_fd = 1;
+	cfg.listen_fd = fd;
+	/* Bound but not listening. */
+	cr_expect_eq(ctl_member_create(&cfg, &m), -EBADF);
+	cr_assert_null(m);
+	close(fd);
+	/* Listening, but on another port than addrs[id]. */
+	port = 0;
+	fd = listen_on(&port, 1);
+	snprintf(g.addr[0], sizeof(g.addr[0]), "127.0.0.1:%d", port == 65535 ? 1 : port + 1);
+	cfg = crt_grp_cfg(&g, 0);
+	cfg.has_listen_fd = 1;
+	cfg.listen_fd = fd;
+	cr_expect_eq(ctl_member_create(&cfg, &m), -EADDRNOTAVAIL);
+	cr_assert_null(m);
+	/* Not a socket at all. */
+	cfg.listen_fd = 1000;
+	cr_expect_eq(ctl_member_create(&cfg, &m), -EBADF);
+	close(fd);
+}
