@@ -1,0 +1,79 @@
+"""torch.distributed allreduce over sizes, results checked; one process per NCCL "host".
+
+  python3 perf/gpu/bench_allreduce.py --mode ftcc|socket --so build/libnccl-net-ftcc.so -n 2
+Prints one line per size: bytes, median time (us), busbw (GB/s), wrong elements.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def worker(args):
+    import torch
+    import torch.distributed as dist
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(0)
+    rank, n = dist.get_rank(), dist.get_world_size()
+    size = 8
+    while size <= args.max_bytes:
+        count = size // 4
+        x = torch.full((count,), float(rank + 1), device="cuda")
+        want = float(n * (n + 1) // 2)
+        times = []
+        wrong = 0
+        for it in range(args.warmup + args.iters):
+            x.fill_(float(rank + 1))
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            dist.all_reduce(x)
+            torch.cuda.synchronize()
+            if it >= args.warmup:
+                times.append(time.perf_counter() - t0)
+            wrong += int((x != want).sum().item())
+        med = statistics.median(times)
+        busbw = size * 2 * (n - 1) / n / med / 1e9
+        if rank == 0:
+            print(f"{size:>12} {med * 1e6:12.1f} {busbw:8.2f} {wrong}", flush=True)
+        size *= 4
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=["ftcc", "socket"], default="ftcc")
+    ap.add_argument("--so")
+    ap.add_argument("-n", type=int, default=2)
+    ap.add_argument("--max-bytes", type=int, default=1 << 30)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--port", type=int, default=29571)
+    ap.add_argument("--worker", action="store_true")
+    args = ap.parse_args()
+    if args.worker:
+        return worker(args)
+    procs = []
+    for r in range(args.n):
+        env = dict(os.environ)
+        env.update({"RANK": str(r), "WORLD_SIZE": str(args.n), "MASTER_ADDR": "127.0.0.1",
+                    "MASTER_PORT": str(args.port), "NCCL_HOSTID": f"host-{r}",
+                    "NCCL_MNNVL_ENABLE": "0", "NCCL_SOCKET_IFNAME": "lo"})
+        if args.mode == "ftcc":
+            env.update({"NCCL_NET_PLUGIN": os.path.abspath(args.so), "NCCL_NET": "ftcc",
+                        "NCCL_COLLNET_ENABLE": "1", "NCCL_ALGO": "allreduce:collnetchain",
+                        "FTCC_SOCKET_IFNAME": "lo"})
+        else:
+            env.update({"NCCL_NET_PLUGIN": "none", "NCCL_NET": "Socket"})
+        procs.append(subprocess.Popen(
+            [sys.executable, __file__, "--worker", "--max-bytes", str(args.max_bytes),
+             "--iters", str(args.iters), "--warmup", str(args.warmup)], env=env))
+    rc = 0
+    for p in procs:
+        rc |= p.wait(timeout=1800)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
