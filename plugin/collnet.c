@@ -44,6 +44,8 @@
 #define CN_MAX_REQS 512
 /* Polling period of connect's confirmation op. */
 #define CN_CONFIRM_POLL_NS 200000
+/* The least time the confirmation op gets, whatever is left of the connect bound. */
+#define CN_CONFIRM_MIN_NS 2000000000LL
 
 struct cn_ctx {
 	uint32_t magic;
@@ -398,6 +400,10 @@ static int cn_connect(void *handles[], uint32_t n, uint32_t rank, struct cn_list
 		cc->comm = NULL;
 		goto out;
 	}
+	/* Formation commits on every node at once; a node that formed at the end of the bound
+	 * still gets a moment to confirm rather than fail where the others succeed. */
+	if (deadline < cn_now_ns() + CN_CONFIRM_MIN_NS)
+		deadline = cn_now_ns() + CN_CONFIRM_MIN_NS;
 	rc = cn_confirm(cc->comm, n, deadline, &epoch, why, why_len);
 	if (rc) {
 		ftcc_comm_destroy(cc->comm);
