@@ -86,15 +86,15 @@ int boot_handle_decode(const void *buf, size_t len, struct boot_handle *h)
 	if ((family != 4 && family != 6) || port == 0 || le_get16(p + 10) != 0) {
 		return -EBADMSG;
 	}
+	for (int i = 4; family == 4 && i < 16; i++) {
+		if (p[32 + i]) {
+			return -EBADMSG;
+		}
+	}
 	memset(h, 0, sizeof(*h));
 	if (family == 4) {
 		struct sockaddr_in *in = (struct sockaddr_in *)&h->addr;
 
-		for (int i = 4; i < 16; i++) {
-			if (p[32 + i]) {
-				return -EBADMSG;
-			}
-		}
 		in->sin_family = AF_INET;
 		in->sin_port = htons(port);
 		memcpy(&in->sin_addr, p + 32, 4);

@@ -44,7 +44,7 @@ char *boot_handle_addr(const struct boot_handle *h, char *buf, size_t len);
 /* Checks the handles of a whole group (node order) and names it: every handle's comm id and
  * digest must equal the first one's, and no two may share an address or a nonce. On success
  * writes the group name ("nccl-" and 16 hex digits of a hash over all handles) into @name
- * (at least 24 bytes) and returns 0. Otherwise returns -EINVAL and says why in @why. */
+ * (at least 22 bytes) and returns 0. Otherwise returns -EINVAL and says why in @why. */
 int boot_group_check(const struct boot_handle *hs, uint32_t n, char *name, size_t name_len,
 		     char *why, size_t why_len);
 
