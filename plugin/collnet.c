@@ -94,6 +94,48 @@ struct cn_comm {
 	struct cn_req reqs[CN_MAX_REQS];
 };
 
+/* Every ctx, listen comm, collComm and memory handle handed to NCCL, so that a second close,
+ * deregMr or finalize of the same pointer is refused instead of touching freed memory. Only
+ * the cold calls (close, dereg, finalize) consult it; the data path checks magics. */
+struct cn_live {
+	const void *p;
+	struct cn_live *next;
+};
+static pthread_mutex_t cn_live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cn_live *cn_live_head;
+
+static int cn_live_add(const void *p)
+{
+	struct cn_live *e = malloc(sizeof(*e));
+
+	if (!e)
+		return -ENOMEM;
+	e->p = p;
+	pthread_mutex_lock(&cn_live_lock);
+	e->next = cn_live_head;
+	cn_live_head = e;
+	pthread_mutex_unlock(&cn_live_lock);
+	return 0;
+}
+
+/* Forgets @p: 1 when it was live, 0 when it never was or is already gone. */
+static int cn_live_take(const void *p)
+{
+	struct cn_live **pp, *e = NULL;
+
+	pthread_mutex_lock(&cn_live_lock);
+	for (pp = &cn_live_head; *pp; pp = &(*pp)->next) {
+		if ((*pp)->p == p) {
+			e = *pp;
+			*pp = e->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&cn_live_lock);
+	free(e);
+	return e != NULL;
+}
+
 static int64_t cn_now_ns(void)
 {
 	struct timespec ts;
@@ -135,6 +177,11 @@ ncclResult_t collnet_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger
 	*c = (struct cn_ctx){
 		.magic = CN_CTX_MAGIC, .comm_id = comm_id, .net_ctx = net, .owned = 1
 	};
+	if (cn_live_add(c)) {
+		free(c);
+		plugin_finalize(net);
+		return plugin_result(-ENOMEM, "collnet init");
+	}
 	*ctx = c;
 	return ncclSuccess;
 }
@@ -145,7 +192,7 @@ ncclResult_t collnet_finalize(void *ctx)
 
 	if (!c)
 		return ncclSuccess; /* NCCL finalizes the ctx of a failed init too */
-	if (c->magic != CN_CTX_MAGIC)
+	if (!cn_live_take(c) || c->magic != CN_CTX_MAGIC)
 		return plugin_result(-EINVAL, "collnet finalize");
 	c->magic = 0;
 	if (c->owned)
@@ -227,9 +274,10 @@ ncclResult_t collnet_listen(void *ctx, int dev, void *handle, void **listen_comm
 	struct cn_listen *l;
 	int one = 1, err;
 
+	if (listen_comm)
+		*listen_comm = NULL;
 	if (!c || c->magic != CN_CTX_MAGIC || !handle || !listen_comm)
 		return plugin_result(-EINVAL, "collnet listen");
-	*listen_comm = NULL;
 	err = cn_dev_addr(dev, &ss, &len);
 	if (err)
 		return plugin_result(err, "collnet listen");
@@ -255,6 +303,8 @@ ncclResult_t collnet_listen(void *ctx, int dev, void *handle, void **listen_comm
 	l->self.digest = boot_settings_digest();
 	memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);
 	err = boot_handle_encode(&l->self, handle);
+	if (!err)
+		err = cn_live_add(l);
 	if (err)
 		goto close_fd;
 	char a[64];
@@ -274,7 +324,7 @@ ncclResult_t collnet_close_listen(void *listen_comm)
 {
 	struct cn_listen *l = listen_comm;
 
-	if (!l || l->magic != CN_LISTEN_MAGIC)
+	if (!l || !cn_live_take(l) || l->magic != CN_LISTEN_MAGIC)
 		return plugin_result(-EINVAL, "collnet closeListen");
 	l->magic = 0;
 	close(l->fd);
@@ -447,6 +497,11 @@ ncclResult_t collnet_connect(void *handles[], int nranks, int rank, void *listen
 		cn_comm_free(cc);
 		return plugin_result(err, "collnet connect");
 	}
+	if (cn_live_add(cc)) {
+		ftcc_comm_destroy(cc->comm);
+		cn_comm_free(cc);
+		return plugin_result(-ENOMEM, "collnet connect");
+	}
 	cc->magic = CN_COMM_MAGIC;
 	ftcc_info("CollNet: node %d of %d in group %s (epoch %" PRIu64 "), connected in %.1f ms",
 		  rank, nranks, cc->group, cc->seen_epoch, (double)(cn_now_ns() - t0) / 1e6);
@@ -459,7 +514,7 @@ ncclResult_t collnet_close_coll(void *coll_comm)
 	struct cn_comm *cc = coll_comm;
 	int64_t t0 = cn_now_ns();
 
-	if (!cc || cc->magic != CN_COMM_MAGIC)
+	if (!cc || !cn_live_take(cc) || cc->magic != CN_COMM_MAGIC)
 		return plugin_result(-EINVAL, "collnet closeColl");
 	cc->magic = 0;
 	/* Bounded whatever the peers do; frees the requests NCCL will never test again. */
@@ -490,9 +545,10 @@ ncclResult_t collnet_reg_mr(void *coll_comm, void *data, size_t size, int type, 
 	struct cn_comm *cc = coll_comm;
 	struct cn_mr *mr;
 
+	if (mhandle)
+		*mhandle = NULL;
 	if (!cc || cc->magic != CN_COMM_MAGIC || !mhandle)
 		return plugin_result(-EINVAL, "collnet regMr");
-	*mhandle = NULL;
 	if (type != NCCL_PTR_HOST) {
 		/* Our properties say host memory only; the CPU reduces. */
 		ftcc_warn("CollNet regMr: memory type %d; only host memory (NCCL_PTR_HOST) is "
@@ -504,6 +560,10 @@ ncclResult_t collnet_reg_mr(void *coll_comm, void *data, size_t size, int type, 
 	if (!mr)
 		return plugin_result(-ENOMEM, "collnet regMr");
 	*mr = (struct cn_mr){ .magic = CN_MR_MAGIC, .data = data, .size = size };
+	if (cn_live_add(mr)) {
+		free(mr);
+		return plugin_result(-ENOMEM, "collnet regMr");
+	}
 	*mhandle = mr;
 	return ncclSuccess;
 }
@@ -521,7 +581,7 @@ ncclResult_t collnet_dereg_mr(void *coll_comm, void *mhandle)
 	struct cn_mr *mr = mhandle;
 
 	(void)coll_comm; /* may already be closing; the handle stands alone */
-	if (!mr || mr->magic != CN_MR_MAGIC)
+	if (!mr || !cn_live_take(mr) || mr->magic != CN_MR_MAGIC)
 		return plugin_result(-EINVAL, "collnet deregMr");
 	mr->magic = 0;
 	free(mr);

@@ -1,0 +1,225 @@
+/* Node heads for the CollNet tests, second half: what the parent reads back from the heads'
+ * records: the exact-result check of every op, plain-text descriptions and the heads' logs. The
+ * first half (cn_heads.c) runs the heads.
+ */
+#define _GNU_SOURCE
+#include "cn_heads.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chaos_proc.h"
+#include "ftcc/reduce.h"
+
+size_t cn_heads_log(const struct cn_heads *g, int i, char *buf, size_t len)
+{
+	static char all[1 << 20];
+	size_t n;
+
+	if (len)
+		buf[0] = '\0';
+	if (!g->sh || i < 0 || i >= g->n || g->errfd[i] < 0 || !len)
+		return 0;
+	n = chaos_capture_read(g->errfd[i], all, sizeof(all));
+	if (n + 1 > len) {
+		memcpy(buf, all + n - (len - 1), len - 1);
+		buf[len - 1] = '\0';
+		return len - 1;
+	}
+	memcpy(buf, all, n + 1);
+	return n;
+}
+
+/* ---- checks ---------------------------------------------------------------------------------- */
+
+/* Compares the completers of op @s among @who: fills *@ref with the first success, checks every
+ * other success against it. Returns the number of successes, or -1 with @why. */
+static int cn_agree(const struct cn_heads *g, uint32_t who, int64_t s, const struct cn_op **ref,
+		    int *k0, int64_t *t_first, char *why, size_t len)
+{
+	int n = 0;
+
+	*ref = NULL;
+	for (int k = 0; k < g->n; k++) {
+		const struct cn_op *op = &g->sh->head[k].ops[s];
+
+		if (!(who >> k & 1) ||
+		    atomic_load_explicit(&op->state, memory_order_acquire) != 2 ||
+		    op->res != ncclSuccess) {
+			continue;
+		}
+		if (n++ == 0) {
+			*ref = op;
+			*k0 = k;
+			*t_first = op->t_done;
+			continue;
+		}
+		*t_first = op->t_done < *t_first ? op->t_done : *t_first;
+		if (op->sum != (*ref)->sum || op->size != (*ref)->size) {
+			snprintf(
+				why, len,
+				"op %lld: heads %d and %d disagree: size %d sum %016llx vs size %d "
+				"sum %016llx",
+				(long long)s, *k0, k, (*ref)->size, (unsigned long long)(*ref)->sum,
+				op->size, (unsigned long long)op->sum);
+			return -1;
+		}
+	}
+	return n;
+}
+
+/* Checks op @s's agreed record @ref against the exact results over all heads or all but @lost.
+ * 0 full, 1 degraded, -1 (why). */
+static int cn_expect(const struct cn_heads *g, int64_t s, const struct cn_op *ref, int k0,
+		     uint32_t lost, int may_lose, enum ftcc_degraded policy, void *acc, void *tmp,
+		     char *why, size_t len)
+{
+	const struct ft_spec *spec = &g->script[s % g->o.nspec];
+	size_t bytes = spec->count * ftcc_dtype_size(spec->dtype);
+	uint32_t all = g->n >= 32 ? ~0u : (1u << g->n) - 1;
+	uint64_t full = ft_expect(spec, (uint64_t)s, all, (uint32_t)g->n, policy, acc, tmp, NULL);
+	uint64_t part = 0;
+
+	if ((size_t)ref->size != bytes) {
+		snprintf(why, len, "op %lld (%zu x %s): head %d: test() said size %d, not %zu",
+			 (long long)s, spec->count, ftcc_dtype_name(spec->dtype), k0, ref->size,
+			 bytes);
+		return -1;
+	}
+	if (ref->sum == full)
+		return 0;
+	if (may_lose && (all & ~lost) != all) {
+		part = ft_expect(spec, (uint64_t)s, all & ~lost, (uint32_t)g->n, policy, acc, tmp,
+				 NULL);
+		if (ref->sum == part)
+			return 1;
+	}
+	snprintf(why, len,
+		 "op %lld (%zu x %s %s%s): head %d got sum %016llx, expected %016llx over all %d "
+		 "heads%s",
+		 (long long)s, spec->count, ftcc_dtype_name(spec->dtype), ftcc_redop_name(spec->op),
+		 spec->inplace ? " in place" : "", k0, (unsigned long long)ref->sum,
+		 (unsigned long long)full, g->n,
+		 may_lose && lost ? " (or the result without the lost heads)" : "");
+	return -1;
+}
+
+int cn_heads_check(const struct cn_heads *g, uint32_t who, uint32_t lost, int64_t t_fault_ns,
+		   enum ftcc_degraded policy, int *nfull, int *ndegraded, char *why, size_t len)
+{
+	size_t max_bytes = 64;
+	void *acc = NULL, *tmp = NULL;
+	int checked = 0, full = 0, degraded = 0, rc = 0;
+
+	if (len)
+		why[0] = '\0';
+	if (!g->sh)
+		return 0;
+	for (int k = 0; k < g->o.nspec; k++) {
+		size_t b = g->script[k].count * ftcc_dtype_size(g->script[k].dtype);
+
+		max_bytes = b > max_bytes ? b : max_bytes;
+	}
+	acc = malloc(max_bytes);
+	tmp = malloc(max_bytes);
+	if (!acc || !tmp) {
+		snprintf(why, len, "out of memory");
+		rc = -1;
+	}
+	for (int64_t s = 0; s < CN_MAX_OPS && !rc; s++) {
+		const struct cn_op *ref;
+		int64_t t_first = 0;
+		int k0 = -1, n = cn_agree(g, who, s, &ref, &k0, &t_first, why, len), r;
+
+		if (n < 0) {
+			rc = -1;
+			break;
+		}
+		if (n == 0)
+			continue;
+		r = cn_expect(g, s, ref, k0, lost, t_first >= t_fault_ns, policy, acc, tmp, why,
+			      len);
+		if (r < 0) {
+			rc = -1;
+			break;
+		}
+		checked++;
+		full += r == 0;
+		degraded += r == 1;
+	}
+	free(acc);
+	free(tmp);
+	if (nfull)
+		*nfull = full;
+	if (ndegraded)
+		*ndegraded = degraded;
+	return rc ? -1 : checked;
+}
+
+/* Appends to @buf at *@at (bounded by @len). */
+__attribute__((format(printf, 4, 5))) static void cn_put(char *buf, size_t len, size_t *at,
+							 const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (*at + 1 >= len)
+		return;
+	va_start(ap, fmt);
+	k = vsnprintf(buf + *at, len - *at, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		*at = *at + (size_t)k < len ? *at + (size_t)k : len - 1;
+}
+
+static const char *cn_stage_name(int st)
+{
+	static const char *const names[] = { "start", "listening", "connected",
+					     "ran",   "closed",	   "failed" };
+
+	return st >= 0 && st <= CN_ST_FAILED ? names[st] : "?";
+}
+
+size_t cn_heads_describe(const struct cn_heads *g, int tail, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	if (len)
+		buf[0] = '\0';
+	if (!g->sh)
+		return 0;
+	cn_put(buf, len, &at, "%d heads, table v%d, depth %d, %d ops\n", g->n, g->o.version,
+	       g->o.depth, g->o.nops);
+	for (int i = 0; i < g->n; i++) {
+		const struct cn_head *h = &g->sh->head[i];
+		int64_t nd = atomic_load(&h->ndone), top = -1;
+
+		for (int64_t s = 0; s < CN_MAX_OPS; s++)
+			if (atomic_load_explicit(&h->ops[s].state, memory_order_acquire))
+				top = s;
+		cn_put(buf, len, &at,
+		       "head %d pid %d: %s%s, connect %d (%.1f ms), %lld done, err %d at op %lld, "
+		       "%d in flight at close, close ms %.2f/%.2f/%.2f/%.2f res %d/%d/%d/%d%s%s\n",
+		       i, (int)h->pid, cn_stage_name(atomic_load(&h->stage)),
+		       g->frozen[i] ? " (frozen)" : "", h->connect_res,
+		       h->t_connect1 ? chaos_ms(h->t_connect0, h->t_connect1) : -1.0, (long long)nd,
+		       atomic_load(&h->err), (long long)h->err_seq, h->inflight_at_close,
+		       chaos_ms(0, h->close_ns[0]), chaos_ms(0, h->close_ns[1]),
+		       chaos_ms(0, h->close_ns[2]), chaos_ms(0, h->close_ns[3]), h->close_res[0],
+		       h->close_res[1], h->close_res[2], h->close_res[3], h->why[0] ? ": " : "",
+		       h->why);
+		for (int64_t s = top - tail + 1 < 0 ? 0 : top - tail + 1; s <= top; s++) {
+			const struct cn_op *op = &h->ops[s];
+			int st = atomic_load_explicit(&op->state, memory_order_acquire);
+
+			cn_put(buf, len, &at,
+			       "  op %lld: %s res %d size %d sum %016llx post %.1f done %.1f ms\n",
+			       (long long)s, st == 2 ? "done" : "posted", op->res, op->size,
+			       (unsigned long long)op->sum, chaos_ms(g->t0_ns, op->t_post),
+			       st == 2 ? chaos_ms(g->t0_ns, op->t_done) : -1.0);
+		}
+	}
+	return at;
+}
