@@ -35,8 +35,18 @@ static const struct perf_mode perf_modes[] = {
 	{ .name = "allreduce",
 	  .nranks = 2,
 	  .doc = "-N ranks form a group (ftcc.h, embedded coordinator) and time blocking "
-		 "ftcc_allreduce of -t elements with -o; -I in place; --kill R@I",
+		 "ftcc_allreduce of -t elements with -o (-P: ftcc_iallreduce + ftcc_test "
+		 "polled); -I in place; --kill R@I",
 	  .run = perf_allreduce_run,
+	  .victim = -1,
+	  .max_ranks = 8 },
+	{ .name = "collnet",
+	  .nranks = 2,
+	  .doc = "-N ranks dlopen the plug-in, form a group through ncclCollNetPlugin_v11 "
+		 "(listen on device 0, handles swapped, connect) and time its iallreduce + "
+		 "test, polled as NCCL's proxy does (-y), of -t elements with -o; -I in place; "
+		 "prints the close time",
+	  .run = perf_collnet_run,
 	  .victim = -1,
 	  .max_ranks = 8 },
 };
@@ -51,23 +61,25 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: ftcc-perf [-m mode] [-b minbytes] [-e maxbytes] [-f stepfactor] [-n iters]\n"
 		"                 [-w warmup] [-c 0|1] [-d depth] [-y 0|1] [-p plugin.so] [-R] [-j]\n"
-		"                 [-N ranks] [-t type] [-o op] [-I] [--kill R@I]\n"
+		"                 [-N ranks] [-t type] [-o op] [-I] [-P] [--kill R@I]\n"
 		"  -b, -e   smallest and largest message size; K, M, G suffixes (default 32M)\n"
 		"  -f       multiply the size by this until it exceeds maxbytes (default 2)\n"
 		"  -n, -w   timed and warm-up iterations per size (default 20, 5)\n"
 		"  -c 1     fill with a pattern of (iteration, offset), verify, count #wrong bytes\n"
 		"  -d       requests in flight per side, 1..32 (default 8, like NCCL_STEPS)\n"
-		"  -y 0|1   plug-in modes: yield the CPU after a poll pass without progress, as\n"
-		"           NCCL's proxy thread does (default 1); 0 spins\n"
+		"  -y 0|1   plug-in modes and allreduce -P: yield the CPU after a poll pass without\n"
+		"           progress, as NCCL's proxy thread does (default 1); 0 spins\n"
 		"  -p       plug-in to dlopen (default $FTCC_PLUGIN_PATH, else libnccl-net-ftcc.so)\n"
 		"  -R       round-trip latency: one message in flight, time = full round trip\n"
 		"  -j       JSON lines (one object per size) instead of the table\n"
 		"  -k, -K   fault mode: iteration (default 20) and signal, KILL (default) or STOP\n"
-		"  -N       allreduce mode: ranks, 1..8 (default 2)\n"
-		"  -t, -o   allreduce mode: element type (int8 uint8 int32 uint32 int64 uint64\n"
-		"           float16 float32 float64 bfloat16 fp8_e4m3 fp8_e5m2; default float32)\n"
-		"           and operator (sum prod max min avg; default sum)\n"
-		"  -I       allreduce mode: in place (sendbuf == recvbuf)\n"
+		"  -N       allreduce and collnet modes: ranks, 1..8 (default 2)\n"
+		"  -t, -o   allreduce and collnet modes: element type (int8 uint8 int32 uint32 int64\n"
+		"           uint64 float16 float32 float64 bfloat16 fp8_e4m3 fp8_e5m2; default\n"
+		"           float32) and operator (sum prod max min avg; default sum)\n"
+		"  -I       allreduce and collnet modes: in place (sendbuf == recvbuf)\n"
+		"  -P       allreduce mode: poll: ftcc_iallreduce + ftcc_test, sched_yield after a\n"
+		"           test that did not finish (-y), as the collnet mode drives the plug-in\n"
 		"  --kill R@I  allreduce mode: rank R (1..N-1) SIGKILLs itself at timed iteration\n"
 		"           I of the last size; rank 0 reports the survivors' stall and record\n"
 		"modes:\n");
@@ -144,6 +156,9 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg)
 	case 'I':
 		o->inplace = 1;
 		return 0;
+	case 'P':
+		o->poll = 1;
+		return 0;
 	case 'X': /* --kill R@I */
 		return sscanf(arg, "%d@%d", &o->kill_rank, &o->kill_iter) == 2 &&
 				       o->kill_rank >= 1 && o->kill_iter >= 0 ?
@@ -177,7 +192,7 @@ static int parse_args(int argc, char **argv, struct perf_opts *o)
 	if (!o->plugin_path || !*o->plugin_path) {
 		o->plugin_path = "libnccl-net-ftcc.so";
 	}
-	while ((c = getopt_long(argc, argv, "b:e:f:n:w:c:d:y:m:p:k:K:N:t:o:IjRh", longs, NULL)) !=
+	while ((c = getopt_long(argc, argv, "b:e:f:n:w:c:d:y:m:p:k:K:N:t:o:IPjRh", longs, NULL)) !=
 	       -1) {
 		if (c == 'h') {
 			usage(stdout);

@@ -32,6 +32,7 @@ struct perf_opts {
 	const char *dtype;     /* allreduce mode, -t: element type by ftcc name ("float32") */
 	const char *redop;     /* allreduce mode, -o: "sum", "prod", "max", "min", "avg" */
 	int inplace;	       /* allreduce mode, -I: sendbuf == recvbuf */
+	int poll;	       /* allreduce mode, -P: ftcc_iallreduce + ftcc_test polled */
 	int kill_rank;	       /* allreduce mode, --kill R@I: rank R (>= 1) dies at timed */
 	int kill_iter;	       /* iteration I of the last size; kill_rank -1: nobody */
 	const char *mode;
@@ -135,11 +136,47 @@ int perf_pair_run(const struct perf_opts *o, struct perf_boot *b, const struct p
 /* Page-aligned buffer of @size bytes (at least 1), touched so page faults are not timed. */
 void *perf_buf_alloc(size_t size);
 
+/* --- perf_allreduce.c: the allreduce sweep of the allreduce and collnet modes ------------- */
+
+struct ftcc_record;
+
+/* How the allreduce sweep runs ops: one mode's way into the library (the C API, the CollNet
+ * plug-in). A const table; each rank's state is the @t given to perf_ar_run(). Functions
+ * return 0 or a negative errno after printing why. */
+struct perf_ar_driver {
+	const char *name;	/* JSON "driver" */
+	const char *what;	/* the header's words for how ops are run */
+	const char *close_what; /* the calls close makes, for the close-time line */
+	/* Joins the group of all ranks (collective; blocks, bounded). Every op uses the buffers
+	 * @sbuf and @rbuf of @bytes each (the caller owns them; a driver may register them). */
+	int (*open)(void *t, struct perf_boot *b, void *sbuf, void *rbuf, size_t bytes);
+	/* One allreduce of @count elements from @src into @dst (equal: in place), to completion.
+	 * @dtype and @redop are enum ftcc_dtype / ftcc_redop values (also NCCL's). Fills @rec with
+	 * the op's record where the driver has one, else leaves it. */
+	int (*op)(void *t, const void *src, void *dst, size_t count, int dtype, int redop,
+		  struct ftcc_record *rec);
+	/* Leaves the group and frees what open made; never waits for a peer. */
+	void (*close)(void *t);
+};
+
+/* One rank's whole allreduce benchmark through @drv: parses -t/-o, allocates the buffers,
+ * opens, runs the size sweep (fill, op, check, gather, print on rank 0), then closes and
+ * reports the slowest rank's close time. Collective. 0 or -errno. */
+int perf_ar_run(const struct perf_opts *o, struct perf_boot *b, const struct perf_ar_driver *drv,
+		void *t);
+
+/* Calls @test(@arg, &done) until it sets done or fails, as NCCL's proxy thread polls a request:
+ * after a call that did not finish it yields the CPU if @yield (sched_yield, as the proxy does
+ * when idle), else spins. -ETIMEDOUT (printed, naming @what) after PERF_STALL_TIMEOUT_NS
+ * without completion; else 0 or @test's negative errno. */
+int perf_ar_poll(int (*test)(void *arg, int *done), void *arg, int yield, const char *what);
+
 /* --- modes ---------------------------------------------------------------------------------- */
 
 int perf_p2p_run(const struct perf_opts *o, struct perf_boot *b);	/* perf_p2p.c */
 int perf_fault_run(const struct perf_opts *o, struct perf_boot *b);	/* perf_fault.c */
 int perf_sock_run(const struct perf_opts *o, struct perf_boot *b);	/* perf_sock.c */
 int perf_allreduce_run(const struct perf_opts *o, struct perf_boot *b); /* perf_allreduce.c */
+int perf_collnet_run(const struct perf_opts *o, struct perf_boot *b);	/* perf_collnet.c */
 
 #endif

@@ -1,7 +1,8 @@
-/* ftcc-perf allreduce mode: N forked ranks form one group through the public C API (ftcc.h,
- * embedded coordinator on 127.0.0.1) and time blocking ftcc_allreduce over the size sweep; the
- * check pattern, the exact expected result over a record's contributors, and --kill R@I (rank
- * R dies at timed iteration I of the last size; rank 0 reports the survivors' stall).
+/* ftcc-perf allreduce sweep, shared by the allreduce and collnet modes: the type table, the
+ * check values and the exact expected result over a record's contributors, the size sweep and
+ * its report, the close time, and --kill R@I (rank R dies at timed iteration I of the last
+ * size; rank 0 reports the survivors' stall). Also the allreduce mode's driver: one group
+ * through the public C API (ftcc.h, embedded coordinator on 127.0.0.1), blocking or polled.
  */
 #include "perf.h"
 
@@ -9,6 +10,7 @@
 #include <errno.h>
 #include <math.h> /* INFINITY */
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,13 +52,14 @@ struct ar_kill_note {
 	int32_t resumed, pad;
 };
 
-/* One rank's run: its communicator, buffers and what the sweep needs. Owned by the rank. */
+/* One rank's run: its driver, buffers and what the sweep needs. Owned by the rank. */
 struct ar_run {
 	const struct perf_opts *o;
 	struct perf_boot *b;
+	const struct perf_ar_driver *drv;
+	void *t; /* the driver's state */
 	const struct ar_type *type;
 	enum ftcc_redop op;
-	ftcc_comm_t *comm;
 	unsigned char *sbuf, *rbuf, *want;
 	uint64_t *times;
 	struct ftcc_record rec, all; /* the last op's record; one with every member */
@@ -179,84 +182,12 @@ static uint64_t ar_wrong(struct ar_run *r, const void *got, size_t count, int it
 	return wrong;
 }
 
-/* Rank 0 picks a free port per rank on AR_HOST and a group name, and sends them round. */
-static int ar_addrs(struct perf_boot *b, char (*addrs)[32], char *group, size_t glen)
-{
-	uint16_t ports[PERF_MAX_RANKS] = { 0 };
-	int i, rc = 0;
-
-	if (b->rank == 0) {
-		for (i = 0; i < b->nranks; i++) {
-			struct sockaddr_in sa = { .sin_family = AF_INET };
-			socklen_t len = sizeof(sa);
-			int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-			inet_pton(AF_INET, AR_HOST, &sa.sin_addr);
-			if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-			    getsockname(fd, (struct sockaddr *)&sa, &len)) {
-				rc = -errno;
-			}
-			ports[i] = ntohs(sa.sin_port);
-			if (fd >= 0) {
-				close(fd);
-			}
-		}
-		snprintf(group, glen, "perf-ar-%d", (int)getpid());
-		for (i = 1; i < b->nranks && !rc; i++) {
-			rc = perf_boot_send(b, i, ports, sizeof(ports));
-			rc = rc ? rc : perf_boot_send(b, i, group, glen);
-		}
-	} else {
-		rc = perf_boot_recv(b, 0, ports, sizeof(ports));
-		rc = rc ? rc : perf_boot_recv(b, 0, group, glen);
-	}
-	for (i = 0; i < b->nranks; i++) {
-		snprintf(addrs[i], sizeof(addrs[i]), "%s:%u", AR_HOST, ports[i]);
-	}
-	return rc;
-}
-
-static int ar_comm_create(struct ar_run *r)
-{
-	char addrs[PERF_MAX_RANKS][32], group[64] = "";
-	const char *ptrs[PERF_MAX_RANKS];
-	struct ftcc_config cfg;
-	int i, rc = ar_addrs(r->b, addrs, group, sizeof(group));
-
-	if (rc) {
-		return rc;
-	}
-	for (i = 0; i < r->nranks; i++) {
-		ptrs[i] = addrs[i];
-	}
-	ftcc_config_init(&cfg);
-	cfg.group = group;
-	cfg.rank = (uint32_t)r->b->rank;
-	cfg.size = (uint32_t)r->nranks;
-	cfg.addrs = ptrs;
-	cfg.coordinator = "embedded";
-	cfg.degraded = FTCC_DEGRADED_SUM; /* the check's expected values are plain sums */
-	rc = ftcc_comm_create(&cfg, &r->comm);
-	if (rc) {
-		fprintf(stderr, "ftcc-perf: rank %d: ftcc_comm_create: %s\n", r->b->rank,
-			ftcc_strerror(rc));
-		return -EIO;
-	}
-	return 0;
-}
-
-/* One blocking op; prints why on failure. */
+/* One op through the driver into r->rec (the driver prints why on failure). */
 static int ar_op(struct ar_run *r, size_t count)
 {
 	void *src = r->o->inplace ? r->rbuf : r->sbuf;
-	int rc = ftcc_allreduce(r->comm, src, r->rbuf, count, r->type->dtype, r->op, &r->rec);
 
-	if (rc) {
-		fprintf(stderr, "ftcc-perf: rank %d: ftcc_allreduce of %zu elements: %s (%s)\n",
-			r->b->rank, count, ftcc_strerror(rc), ftcc_comm_last_error(r->comm));
-		return -EIO;
-	}
-	return 0;
+	return r->drv->op(r->t, src, r->rbuf, count, (int)r->type->dtype, (int)r->op, &r->rec);
 }
 
 /* Warm-up, then the timed iterations of one size into r->times; *@wrong counts bad elements.
@@ -392,14 +323,15 @@ static int ar_report(struct ar_run *r, size_t size, size_t count, uint64_t wrong
 	if (r->b->rank == 0) {
 		perf_result_bw(&res, (double)size, 2.0 * (r->nranks - 1) / r->nranks);
 		if (o->json) {
-			printf("{\"mode\":\"allreduce\",\"nranks\":%d,\"inplace\":%s,\"size\":%zu,"
+			printf("{\"mode\":\"%s\",\"driver\":\"%s\",\"nranks\":%d,"
+			       "\"inplace\":%s,\"size\":%zu,"
 			       "\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"iters\":%d,"
 			       "\"warmup\":%d,\"check\":%d,\"time_min_us\":%.3f,"
 			       "\"time_median_us\":%.3f,\"time_p99_us\":%.3f,\"time_mean_us\":%.3f,"
 			       "\"algbw_GBps\":%.4f,\"busbw_GBps\":%.4f,\"wrong\":",
-			       r->nranks, o->inplace ? "true" : "false", size, count, res.type,
-			       res.redop, res.iters, o->warmup, o->check, res.t_min, res.t_med,
-			       res.t_p99, res.t_mean, res.algbw, res.busbw);
+			       o->mode, r->drv->name, r->nranks, o->inplace ? "true" : "false",
+			       size, count, res.type, res.redop, res.iters, o->warmup, o->check,
+			       res.t_min, res.t_med, res.t_p99, res.t_mean, res.algbw, res.busbw);
 			printf(o->check ? "%llu}\n" : "null}\n", (unsigned long long)res.wrong);
 			fflush(stdout);
 		} else {
@@ -448,16 +380,44 @@ static void ar_header(const struct ar_run *r)
 	char notes[512];
 
 	snprintf(notes, sizeof(notes),
-		 "# %d ranks on %s, ftcc_allreduce (blocking), %s, embedded coordinator\n"
-		 "# each rank times every call back to back; an iteration's time is the slowest "
+		 "# %d ranks on %s, %s, %s\n"
+		 "# each rank times every op back to back; an iteration's time is the slowest "
 		 "rank's\n# busbw = algbw * 2(n-1)/n; #wrong counts elements\n",
-		 r->nranks, AR_HOST, r->o->inplace ? "in place" : "out of place");
+		 r->nranks, AR_HOST, r->drv->what, r->o->inplace ? "in place" : "out of place");
 	perf_report_header(r->o, notes);
 }
 
-int perf_allreduce_run(const struct perf_opts *o, struct perf_boot *b)
+/* Closes the driver, times it, and has rank 0 print the slowest rank's close time. */
+static int ar_close(struct ar_run *r)
 {
-	struct ar_run r = { .o = o, .b = b, .nranks = b->nranks, .kill_at = -1 };
+	const struct perf_opts *o = r->o;
+	struct perf_result res = { 0 };
+	uint64_t t0 = perf_now_ns(), t;
+	int rc;
+
+	r->drv->close(r->t);
+	t = perf_now_ns() - t0;
+	rc = perf_collect(r->b, &t, 1, 0, PERF_TIME_MAX, &res);
+	if (rc || r->b->rank != 0) {
+		return rc;
+	}
+	if (o->json) {
+		printf("{\"mode\":\"%s\",\"event\":\"close\",\"nranks\":%d,\"close_us\":%.3f}\n",
+		       o->mode, r->nranks, res.t_med);
+	} else {
+		printf("# close (%s): %.3f ms on the slowest rank\n", r->drv->close_what,
+		       res.t_med / 1e3);
+	}
+	fflush(stdout);
+	return 0;
+}
+
+int perf_ar_run(const struct perf_opts *o, struct perf_boot *b, const struct perf_ar_driver *drv,
+		void *t)
+{
+	struct ar_run r = {
+		.o = o, .b = b, .drv = drv, .t = t, .nranks = b->nranks, .kill_at = -1
+	};
 	size_t bytes;
 	int op, rc;
 
@@ -478,7 +438,7 @@ int perf_allreduce_run(const struct perf_opts *o, struct perf_boot *b)
 	if (!r.sbuf || !r.rbuf || !r.want || !r.times) {
 		goto free_bufs;
 	}
-	rc = ar_comm_create(&r);
+	rc = drv->open(t, b, r.sbuf, r.rbuf, bytes);
 	if (rc) {
 		goto free_bufs;
 	}
@@ -489,11 +449,201 @@ int perf_allreduce_run(const struct perf_opts *o, struct perf_boot *b)
 	if (!rc && r.kill_at < 0) {
 		rc = perf_boot_barrier(b); /* nobody leaves while a peer still finishes an op */
 	}
-	ftcc_comm_destroy(r.comm);
+	if (!rc && r.kill_at < 0) {
+		rc = ar_close(&r);
+	} else {
+		drv->close(t);
+	}
 free_bufs:
 	free(r.times);
 	free(r.want);
 	free(r.rbuf);
 	free(r.sbuf);
 	return rc;
+}
+
+int perf_ar_poll(int (*test)(void *arg, int *done), void *arg, int yield, const char *what)
+{
+	uint64_t since = 0;
+	unsigned idle = 0;
+	int done = 0, rc;
+
+	while (!(rc = test(arg, &done)) && !done) {
+		if (yield) {
+			sched_yield();
+		}
+		if (idle++ % 1024) {
+			continue;
+		}
+		if (!since) {
+			since = perf_now_ns();
+		} else if (perf_now_ns() - since > PERF_STALL_TIMEOUT_NS) {
+			fprintf(stderr, "ftcc-perf: %s made no progress for %llu s\n", what,
+				PERF_STALL_TIMEOUT_NS / 1000000000ull);
+			return -ETIMEDOUT;
+		}
+	}
+	return rc;
+}
+
+/* ---- the allreduce mode's driver: the public C API ------------------------------------- */
+
+/* One rank's member of the group, and how its ops are run. Owned by the rank. */
+struct ar_capi {
+	ftcc_comm_t *comm;
+	int rank, yield;
+};
+
+/* Rank 0 picks a free port per rank on AR_HOST and a group name, and sends them round. */
+static int ar_addrs(struct perf_boot *b, char (*addrs)[32], char *group, size_t glen)
+{
+	uint16_t ports[PERF_MAX_RANKS] = { 0 };
+	int i, rc = 0;
+
+	if (b->rank == 0) {
+		for (i = 0; i < b->nranks; i++) {
+			struct sockaddr_in sa = { .sin_family = AF_INET };
+			socklen_t len = sizeof(sa);
+			int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+			inet_pton(AF_INET, AR_HOST, &sa.sin_addr);
+			if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+			    getsockname(fd, (struct sockaddr *)&sa, &len)) {
+				rc = -errno;
+			}
+			ports[i] = ntohs(sa.sin_port);
+			if (fd >= 0) {
+				close(fd);
+			}
+		}
+		snprintf(group, glen, "perf-ar-%d", (int)getpid());
+		for (i = 1; i < b->nranks && !rc; i++) {
+			rc = perf_boot_send(b, i, ports, sizeof(ports));
+			rc = rc ? rc : perf_boot_send(b, i, group, glen);
+		}
+	} else {
+		rc = perf_boot_recv(b, 0, ports, sizeof(ports));
+		rc = rc ? rc : perf_boot_recv(b, 0, group, glen);
+	}
+	for (i = 0; i < b->nranks; i++) {
+		snprintf(addrs[i], sizeof(addrs[i]), "%s:%u", AR_HOST, ports[i]);
+	}
+	return rc;
+}
+
+static int capi_open(void *t, struct perf_boot *b, void *sbuf, void *rbuf, size_t bytes)
+{
+	struct ar_capi *c = t;
+	char addrs[PERF_MAX_RANKS][32], group[64] = "";
+	const char *ptrs[PERF_MAX_RANKS];
+	struct ftcc_config cfg;
+	int i, rc = ar_addrs(b, addrs, group, sizeof(group));
+
+	(void)sbuf; /* the C API takes any buffer at every call */
+	(void)rbuf;
+	(void)bytes;
+	if (rc) {
+		return rc;
+	}
+	for (i = 0; i < b->nranks; i++) {
+		ptrs[i] = addrs[i];
+	}
+	ftcc_config_init(&cfg);
+	cfg.group = group;
+	cfg.rank = (uint32_t)b->rank;
+	cfg.size = (uint32_t)b->nranks;
+	cfg.addrs = ptrs;
+	cfg.coordinator = "embedded";
+	cfg.degraded = FTCC_DEGRADED_SUM; /* the check's expected values are plain sums */
+	rc = ftcc_comm_create(&cfg, &c->comm);
+	if (rc) {
+		fprintf(stderr, "ftcc-perf: rank %d: ftcc_comm_create: %s\n", b->rank,
+			ftcc_strerror(rc));
+		return -EIO;
+	}
+	return 0;
+}
+
+static void capi_close(void *t)
+{
+	struct ar_capi *c = t;
+
+	ftcc_comm_destroy(c->comm);
+	c->comm = NULL;
+}
+
+/* Prints why op of @count elements failed with @rc. */
+static int capi_failed(struct ar_capi *c, const char *call, size_t count, int rc)
+{
+	fprintf(stderr, "ftcc-perf: rank %d: %s of %zu elements: %s (%s)\n", c->rank, call, count,
+		ftcc_strerror(rc), ftcc_comm_last_error(c->comm));
+	return -EIO;
+}
+
+static int capi_op_blocking(void *t, const void *src, void *dst, size_t count, int dtype, int redop,
+			    struct ftcc_record *rec)
+{
+	struct ar_capi *c = t;
+	int rc = ftcc_allreduce(c->comm, src, dst, count, (enum ftcc_dtype)dtype,
+				(enum ftcc_redop)redop, rec);
+
+	return rc ? capi_failed(c, "ftcc_allreduce", count, rc) : 0;
+}
+
+/* A request being polled, and its result once done. */
+struct capi_poll {
+	ftcc_request_t *req;
+	struct ftcc_record *rec;
+	int rc;
+};
+
+static int capi_test(void *arg, int *done)
+{
+	struct capi_poll *p = arg;
+
+	p->rc = ftcc_test(p->req, done, p->rec);
+	return 0; /* the op's own result is p->rc */
+}
+
+static int capi_op_poll(void *t, const void *src, void *dst, size_t count, int dtype, int redop,
+			struct ftcc_record *rec)
+{
+	struct ar_capi *c = t;
+	struct capi_poll p = { .rec = rec };
+	int rc = ftcc_iallreduce(c->comm, src, dst, count, (enum ftcc_dtype)dtype,
+				 (enum ftcc_redop)redop, &p.req);
+
+	if (rc) {
+		return capi_failed(c, "ftcc_iallreduce", count, rc);
+	}
+	rc = perf_ar_poll(capi_test, &p, c->yield, "ftcc_test");
+	if (rc) {
+		return rc; /* the request goes with the communicator */
+	}
+	return p.rc ? capi_failed(c, "ftcc_test", count, p.rc) : 0;
+}
+
+static const struct perf_ar_driver capi_blocking = {
+	.name = "capi",
+	.what = "ftcc_allreduce (blocking), embedded coordinator",
+	.close_what = "ftcc_comm_destroy",
+	.open = capi_open,
+	.op = capi_op_blocking,
+	.close = capi_close,
+};
+
+static const struct perf_ar_driver capi_poll = {
+	.name = "capi_poll",
+	.what = "ftcc_iallreduce + ftcc_test polled (-P), embedded coordinator",
+	.close_what = "ftcc_comm_destroy",
+	.open = capi_open,
+	.op = capi_op_poll,
+	.close = capi_close,
+};
+
+int perf_allreduce_run(const struct perf_opts *o, struct perf_boot *b)
+{
+	struct ar_capi c = { .rank = b->rank, .yield = o->yield };
+
+	return perf_ar_run(o, b, o->poll ? &capi_poll : &capi_blocking, &c);
 }
