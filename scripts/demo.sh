@@ -5,7 +5,8 @@
 # epoch, its contributors, its time and its result checksum on every member: the survivors
 # finish step 12 without member 2 and go on in epoch 2; the restarted member is admitted at an
 # op boundary the group agrees on, without stalling anyone, and contributes again.
-# Then the NCCL net plug-in's own demo: a peer killed mid-transfer is reported within 1 s.
+# Then the NCCL net plug-in's own demo: a peer killed mid-transfer is reported within 1 s;
+# and the CollNet tables driven as NCCL's proxy drives them.
 # Extra arguments go to ftcc-demo (ftcc-demo -h).
 set -euo pipefail
 
@@ -23,3 +24,9 @@ echo
 echo "== 2. NCCL net plug-in: rank 1 is SIGKILLed mid-transfer; rank 0's pending test()"
 echo "      returns ncclRemoteError within 1 s, with one WARN line naming the peer"
 FTCC_PLUGIN_PATH=$PWD/build/libnccl-net-ftcc.so build/ftcc-perf -m fault -b 16M -e 16M -k 20
+
+echo
+echo "== 3. NCCL CollNet plug-in: 4 node heads drive ncclCollNetPlugin_v11 as NCCL's proxy"
+echo "      does (listen, handles exchanged, connect, iallreduce + test), results checked"
+FTCC_PLUGIN_PATH=$PWD/build/libnccl-net-ftcc.so build/ftcc-perf -m collnet -N 4 -b 64K -e 16M \
+	-f 4 -n 10 -w 2 -c 1
