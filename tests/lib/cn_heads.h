@@ -58,23 +58,23 @@ enum { CN_CLOSE_DEREG = 0, CN_CLOSE_COLL, CN_CLOSE_LISTEN, CN_CLOSE_FINALIZE, CN
 
 /* What one head reports. Written by that head only, except the control flags. */
 struct cn_head {
-	pid_t pid;		/* set by the parent */
-	_Atomic int stage;	/* enum cn_stage */
+	pid_t pid;	   /* set by the parent */
+	_Atomic int stage; /* enum cn_stage */
 	char handle[NCCL_NET_HANDLE_MAXSIZE];
-	int connect_res;	/* connect's ncclResult_t */
-	int64_t t_connect0;	/* connect called */
-	int64_t t_connect1;	/* connect returned */
+	int connect_res;			 /* connect's ncclResult_t */
+	int64_t t_connect0;			 /* connect called */
+	int64_t t_connect1;			 /* connect returned */
 	int support[CN_NCCL_OPS][CN_NCCL_TYPES]; /* reduceSupport answers (-1: the call failed) */
 	int ndev;
 	/* Control flags, set by the parent. */
 	_Atomic int stop;      /* post no more; drain what is in flight, then close */
 	_Atomic int close_now; /* close at once with whatever is in flight */
 	/* Progress. */
-	_Atomic int64_t ndone;	/* ops completed (any result) */
-	_Atomic int err;	/* first non-success result (0 none) */
-	int64_t err_seq;	/* of which op (-1: not an op's) */
+	_Atomic int64_t ndone; /* ops completed (any result) */
+	_Atomic int err;       /* first non-success result (0 none) */
+	int64_t err_seq;       /* of which op (-1: not an op's) */
 	int64_t t_err;
-	int inflight_at_close;	/* requests still in flight when the close began */
+	int inflight_at_close; /* requests still in flight when the close began */
 	int64_t close_ns[CN_NCLOSE];
 	int close_res[CN_NCLOSE];
 	char why[200]; /* what failed (setup) */
@@ -83,26 +83,26 @@ struct cn_head {
 
 /* The page the parent and the heads share. */
 struct cn_shared {
-	_Atomic int go;	/* the parent lets the heads connect (when opts.hold_connect) */
+	_Atomic int go; /* the parent lets the heads connect (when opts.hold_connect) */
 	struct cn_head head[CN_MAX_HEADS];
 };
 
 /* Options of a group of heads. Zero fields take the defaults given. */
 struct cn_opts {
-	int version;		  /* table: 11 (0), 10, 9 or 8 */
-	uint64_t comm_id;	  /* v11 init's comm id; 0: a value made from the test's pid */
-	int depth;		  /* in flight: 0 = 8 */
-	int nops;		  /* ops in the script run; 0: nspec; < 0: until stopped */
-	int pace_us;		  /* op s is posted no earlier than start + s * pace_us */
-	int timeout_ms;		  /* FTCC_FAILURE_TIMEOUT_MS; 0: 1000 */
-	int connect_timeout_ms;	  /* FTCC_CONNECT_TIMEOUT_MS; 0: 10000 */
-	const char *degraded;	  /* FTCC_DEGRADED; NULL: unset (rescale) */
-	int min_nodes;		  /* FTCC_COLLNET_MIN_NODES; 0: unset */
-	int hold_connect;	  /* heads wait for shared->go before connect */
-	int absent;		  /* heads with bit h set publish a handle but never connect */
-	const char *ifname[CN_MAX_HEADS];	  /* FTCC_SOCKET_IFNAME per head; NULL: "lo" */
-	const char *env[CN_MAX_HEADS];		  /* "NAME=value" set in head h; NULL: none */
-	const struct ft_spec *script;		  /* nspec entries */
+	int version;		/* table: 11 (0), 10, 9 or 8 */
+	uint64_t comm_id;	/* v11 init's comm id; 0: a value made from the test's pid */
+	int depth;		/* in flight: 0 = 8 */
+	int nops;		/* ops in the script run; 0: nspec; < 0: until stopped */
+	int pace_us;		/* op s is posted no earlier than start + s * pace_us */
+	int timeout_ms;		/* FTCC_FAILURE_TIMEOUT_MS; 0: 1000 */
+	int connect_timeout_ms; /* FTCC_CONNECT_TIMEOUT_MS; 0: 10000 */
+	const char *degraded;	/* FTCC_DEGRADED; NULL: unset (rescale) */
+	int min_nodes;		/* FTCC_COLLNET_MIN_NODES; 0: unset */
+	int hold_connect;	/* heads wait for shared->go before connect */
+	int absent;		/* heads with bit h set publish a handle but never connect */
+	const char *ifname[CN_MAX_HEADS]; /* FTCC_SOCKET_IFNAME per head; NULL: "lo" */
+	const char *env[CN_MAX_HEADS];	  /* "NAME=value" set in head h; NULL: none */
+	const struct ft_spec *script;	  /* nspec entries */
 	int nspec;
 	/* Heads that corrupt the handle they publish, from their own copy:
 	 * handle_edit(h, handle) runs in head h after listen. NULL: none. */
@@ -114,7 +114,7 @@ struct cn_heads {
 	int n;
 	struct cn_opts o;
 	struct ft_spec script[CN_MAX_SPECS];
-	struct cn_shared *sh; /* NULL when not started */
+	struct cn_shared *sh;	 /* NULL when not started */
 	int errfd[CN_MAX_HEADS]; /* each head's captured stderr */
 	int exit_status[CN_MAX_HEADS];
 	int frozen[CN_MAX_HEADS];
