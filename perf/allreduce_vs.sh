@@ -53,28 +53,8 @@ for t in jq timeout mpicc mpirun; do
 done
 mpicc -O2 -o "$MPIBIN" "$SRC/perf/baselines/mpi_allreduce.c"
 
-WORK=$(mktemp -d)
-cleanup() {
-	if [[ -n ${OUT:-} ]]; then
-		mkdir -p "$OUT"
-		cp "$WORK"/*.json "$OUT"/ 2>/dev/null || true
-	fi
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# median of the numbers on stdin
-median() {
-	sort -g | awk '{ v[NR] = $1 } END {
-		if (NR == 0) { print "nan"; exit }
-		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
-# ratio A/B with 2 decimals, or "n/a"
-ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a == a + 0) printf "%.2f", a / b; else print "n/a" }'
-}
+# shellcheck source=perf/vs_lib.sh
+source "$(dirname "$0")/vs_lib.sh"
 
 # run NAME CMD...: one run, its JSON lines appended to $WORK/NAME.json (rows only)
 run() {

@@ -41,28 +41,8 @@ for t in jq timeout numfmt; do
 done
 export FTCC_SOCKET_IFNAME=lo
 
-WORK=$(mktemp -d)
-cleanup() {
-	if [[ -n ${OUT:-} ]]; then
-		mkdir -p "$OUT"
-		cp "$WORK"/*.json "$OUT"/ 2>/dev/null || true
-	fi
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# median of the numbers on stdin
-median() {
-	sort -g | awk '{ v[NR] = $1 } END {
-		if (NR == 0) { print "nan"; exit }
-		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
-# ratio A/B with 3 decimals, or "n/a"
-ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a == a + 0) printf "%.3f", a / b; else print "n/a" }'
-}
+# shellcheck source=perf/vs_lib.sh
+source "$(dirname "$0")/vs_lib.sh"
 
 # run NAME MODE-ARGS...: one run of ftcc-perf, its JSON lines appended to $WORK/NAME.json
 run() {
@@ -122,10 +102,10 @@ for n in $NS; do
 		c=$(pick "collnet$n" "$s" time_median_us)
 		a=$(pick "capi$n" "$s" time_median_us)
 		printf "%-8s %12.1f %12.1f %8s %10.3f %10.3f %14.1f\n" "$((s >> 20))MiB" "$c" \
-			"$a" "$(ratio "$c" "$a")" "$(pick "collnet$n" "$s" busbw_GBps)" \
+			"$a" "$(ratio "$c" "$a" 3)" "$(pick "collnet$n" "$s" busbw_GBps)" \
 			"$(pick "capi$n" "$s" busbw_GBps)" "$(pick "block$n" "$s" time_median_us)"
 	done
-	r=$(ratio "$(pick "collnet$n" "$BIG" time_median_us)" "$(pick "capi$n" "$BIG" time_median_us)")
+	r=$(ratio "$(pick "collnet$n" "$BIG" time_median_us)" "$(pick "capi$n" "$BIG" time_median_us)" 3)
 	echo "$((BIG >> 20)) MiB overhead of the CollNet layer: ratio $r," \
 		"$(awk -v r="$r" 'BEGIN { if (r != r + 0) print "no result";
 			else if (r < 1.03) printf "%+.1f%%: under 3%% (MET)", (r - 1) * 100;
@@ -133,7 +113,7 @@ for n in $NS; do
 	c=$(pick "lat_collnet$n" 8 time_median_us)
 	a=$(pick "lat_capi$n" 8 time_median_us)
 	printf "8-byte op (median, us; the fixed cost per op): collnet %.2f, capi %.2f, ratio %s\n" \
-		"$c" "$a" "$(ratio "$c" "$a")"
+		"$c" "$a" "$(ratio "$c" "$a" 3)"
 	printf "close (median, ms): collnet %.3f (deregMr, closeColl, closeListen, finalize)," \
 		"$(pick_close "collnet$n")"
 	printf " capi %.3f (ftcc_comm_destroy)\n" "$(pick_close "capi$n")"

@@ -109,7 +109,7 @@ static int cn_expect(const struct cn_heads *g, int64_t s, const struct cn_op *re
 int cn_heads_check(const struct cn_heads *g, uint32_t who, uint32_t lost, int64_t t_fault_ns,
 		   enum ftcc_degraded policy, int *nfull, int *ndegraded, char *why, size_t len)
 {
-	size_t max_bytes = 64;
+	size_t max_bytes = ft_script_max_bytes(g->script, g->o.nspec);
 	void *acc = NULL, *tmp = NULL;
 	int checked = 0, full = 0, degraded = 0, rc = 0;
 
@@ -117,11 +117,6 @@ int cn_heads_check(const struct cn_heads *g, uint32_t who, uint32_t lost, int64_
 		why[0] = '\0';
 	if (!g->sh)
 		return 0;
-	for (int k = 0; k < g->o.nspec; k++) {
-		size_t b = g->script[k].count * ftcc_dtype_size(g->script[k].dtype);
-
-		max_bytes = b > max_bytes ? b : max_bytes;
-	}
 	acc = malloc(max_bytes);
 	tmp = malloc(max_bytes);
 	if (!acc || !tmp) {

@@ -155,6 +155,8 @@ void ft_input(void *buf, const struct ft_spec *spec, uint32_t member, uint64_t s
 const struct ft_spec *ft_spec_of(const struct ft_group *g, uint64_t seq);
 /* The degraded policy @g's members run under (their option, else FTCC_DEGRADED, else rescale). */
 enum ftcc_degraded ft_policy(const struct ft_group *g);
+/* The largest op of a script in bytes (at least 64): what ft_expect()'s buffers need. */
+size_t ft_script_max_bytes(const struct ft_spec *script, int nspec);
 /* FNV-1a 64 of @len bytes. */
 uint64_t ft_fnv(const void *buf, size_t len);
 /* The checksum of the exact result of op @seq (@spec) over the members of @mask, in a group of

@@ -357,9 +357,21 @@ static int ft_check_expect(const struct ft_group *g, const struct ft_op *ref, in
 	return 0;
 }
 
-int ft_group_check(const struct ft_group *g, char *why, size_t len)
+size_t ft_script_max_bytes(const struct ft_spec *script, int nspec)
 {
 	size_t max_bytes = 64;
+
+	for (int k = 0; k < nspec; k++) {
+		size_t b = script[k].count * ftcc_dtype_size(script[k].dtype);
+
+		max_bytes = b > max_bytes ? b : max_bytes;
+	}
+	return max_bytes;
+}
+
+int ft_group_check(const struct ft_group *g, char *why, size_t len)
+{
+	size_t max_bytes = ft_script_max_bytes(g->script, g->o.nspec);
 	void *acc, *tmp;
 	int checked = 0, rc = 0;
 	int64_t top = ft_group_max_seq(g);
@@ -368,11 +380,6 @@ int ft_group_check(const struct ft_group *g, char *why, size_t len)
 		why[0] = '\0';
 	if (!g->sh)
 		return 0;
-	for (int k = 0; k < g->o.nspec; k++) {
-		size_t b = g->script[k].count * ftcc_dtype_size(g->script[k].dtype);
-
-		max_bytes = b > max_bytes ? b : max_bytes;
-	}
 	acc = malloc(max_bytes);
 	tmp = malloc(max_bytes);
 	if (!acc || !tmp) {

@@ -1,0 +1,26 @@
+# Shared pieces of the comparison scripts (allreduce_vs.sh, collnet_vs_capi.sh); sourced.
+# Makes $WORK, a scratch directory whose JSON files are copied to $OUT (when set) at exit.
+
+WORK=$(mktemp -d)
+vs_cleanup() {
+	if [[ -n ${OUT:-} ]]; then
+		mkdir -p "$OUT"
+		cp "$WORK"/*.json "$OUT"/ 2>/dev/null || true
+	fi
+	rm -rf "$WORK"
+}
+trap vs_cleanup EXIT
+trap 'exit 130' INT TERM
+
+# median of the numbers on stdin
+median() {
+	sort -g | awk '{ v[NR] = $1 } END {
+		if (NR == 0) { print "nan"; exit }
+		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# ratio A B [DECIMALS]: A/B with DECIMALS (2) decimals, or "n/a"
+ratio() {
+	awk -v a="$1" -v b="$2" -v d="${3:-2}" \
+		'BEGIN { if (b > 0 && a == a + 0) printf "%.*f", d, a / b; else print "n/a" }'
+}
