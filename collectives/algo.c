@@ -99,9 +99,6 @@ void algo_waiter_init(struct algo_waiter *w)
 	w->last_check_ns = algo_now_ns();
 }
 
-/* How long an abandoned attempt may take to finish its half-written frames. */
-#define ALGO_SETTLE_MS 100
-
 int algo_progress(struct algo_att *a, struct algo_waiter *w, struct dp_xfer *x, int n)
 {
 	uint32_t bad = UINT32_MAX;
@@ -110,11 +107,13 @@ int algo_progress(struct algo_att *a, struct algo_waiter *w, struct dp_xfer *x, 
 
 	rc = dp_progress(a->dp, x, n, ALGO_WAIT_MS, &bad);
 	if (rc < 0) {
-		if (rc == -EPIPE || rc == -EPROTO) {
+		if (rc == -EPIPE || rc == -EPROTO || rc == -EHOSTUNREACH) {
 			a->bad_peer = bad;
-			/* Other peers' half-written frames: finish them, or their connections
-			 * close and a live member looks dead. */
-			dp_settle(a->dp, x, n, ALGO_SETTLE_MS);
+		}
+		if (rc != -ECANCELED) {
+			/* The attempt is given up: its half-written frames are finished from
+			 * copies, so no connection to a live member is closed. */
+			dp_release(a->dp, x, n);
 		}
 		return rc;
 	}
@@ -123,7 +122,7 @@ int algo_progress(struct algo_att *a, struct algo_waiter *w, struct dp_xfer *x, 
 		w->last_check_ns = now;
 		rc = a->check(a->check_arg);
 		if (rc && rc != -ECANCELED) {
-			dp_settle(a->dp, x, n, ALGO_SETTLE_MS);
+			dp_release(a->dp, x, n);
 		}
 		return rc;
 	}

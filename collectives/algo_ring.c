@@ -254,6 +254,7 @@ int algo_ring_run(struct algo_att *a)
 	for (;;) {
 		rc = ring_retire(&r);
 		if (rc) {
+			dp_release(a->dp, r.x, 2 * RING_WINDOW); /* the other slots' half frames */
 			return rc;
 		}
 		ring_post(&r);

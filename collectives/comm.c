@@ -95,6 +95,14 @@ static void report_progress(struct ftcc_comm *c)
 	ctl_member_progress(c->ctl, next, c->exec_seq);
 }
 
+/* Whether an op's error leaves this member unable to take part in the next ops: it must leave
+ * the group then, or the others would wait for it in those ops. */
+static int gives_up(int rc)
+{
+	return rc == FTCC_ERR_NOMEM || rc == FTCC_ERR_TIMEOUT || rc == FTCC_ERR_LOST ||
+	       rc == FTCC_ERR_SYSTEM || rc == FTCC_ERR_INVALID;
+}
+
 /* Runs queued ops in order until @until is done (NULL: until the queue is empty). Called with
  * c->mu held and c->executing set by the caller; returns the same way. */
 static void execute(struct ftcc_comm *c, struct ftcc_request *until)
@@ -109,8 +117,20 @@ static void execute(struct ftcc_comm *c, struct ftcc_request *until)
 		pthread_mutex_unlock(&c->mu);
 		if (atomic_load(&c->aborted)) {
 			r->result = FTCC_ERR_ABORTED;
+		} else if (c->failed) {
+			r->result = FTCC_ERR_LOST; /* this member left the group */
 		} else {
 			eng_run_op(c, r);
+			if (gives_up(r->result)) {
+				char why[320];
+
+				pthread_mutex_lock(&c->mu);
+				snprintf(why, sizeof(why), "op %llu failed here (%s): %s",
+					 (unsigned long long)r->seq, ftcc_strerror(r->result),
+					 c->last_error);
+				pthread_mutex_unlock(&c->mu);
+				eng_give_up(c, r->result, why);
+			}
 		}
 		if (r->result != FTCC_ERR_ABORTED && r->result != FTCC_ERR_LOST &&
 		    r->result != FTCC_ERR_TIMEOUT) {
@@ -206,6 +226,9 @@ static void comm_free(struct ftcc_comm *c)
 	free(c->scratch);
 	free(c->keep);
 	free(c->ident);
+	free(c->opv);
+	free(c->copybuf[0]);
+	free(c->copybuf[1]);
 	free(c->reports);
 	free(c);
 }
@@ -219,6 +242,8 @@ static int comm_init(struct ftcc_comm *c, const struct ftcc_config *cfg)
 	snprintf(c->group, sizeof(c->group), "%s", cfg->group);
 	c->rank = cfg->rank;
 	c->size = cfg->size;
+	c->timeout_ms =
+		cfg->timeout_ms ? cfg->timeout_ms : ftcc_setting_int(FTCC_SET_FAILURE_TIMEOUT_MS);
 	for (int i = 0; i < ENG_DONE_RING; i++) {
 		c->done[i].seq = UINT64_MAX;
 	}
@@ -239,7 +264,7 @@ static int comm_init(struct ftcc_comm *c, const struct ftcc_config *cfg)
 	dc.group_id = ctl_group_id(cfg->group);
 	dc.self_id = cfg->rank;
 	dc.incarnation = c->incarnation;
-	dc.connect_timeout_ms = cfg->connect_timeout_ms;
+	dc.failure_ms = c->timeout_ms;
 	if (cfg->addrs && cfg->addrs[cfg->rank]) {
 		if (host_of(cfg->addrs[cfg->rank], host, sizeof(host))) {
 			ftcc_warn("ftcc: addrs[%u] = \"%s\" is not host:port", cfg->rank,
@@ -332,9 +357,7 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 		comm_free(c);
 		return rc == -ETIMEDOUT ? FTCC_ERR_TIMEOUT : FTCC_ERR_LOST;
 	}
-	ctl_member_view(c->ctl, &v);
-	c->next_seq = c->exec_seq = cfg->join ? v.e->boundary : 0;
-	ctl_epoch_put(v.e);
+	c->next_seq = c->exec_seq = cfg->join ? ctl_member_admitted(c->ctl) : 0;
 	if (cfg->join) {
 		ftcc_fault("join", c->next_seq, 0);
 	}
@@ -360,6 +383,7 @@ static void comm_stop(struct ftcc_comm *c)
 {
 	struct timespec ts;
 	int64_t deadline = now_ms() + ENG_ABORT_WAIT_MS;
+	struct ctl_member *ctl;
 	int idle;
 
 	atomic_store(&c->aborted, 1);
@@ -372,13 +396,19 @@ static void comm_stop(struct ftcc_comm *c)
 		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
 	}
 	idle = !c->executing;
+	ctl = idle ? c->ctl : NULL;
+	if (idle) {
+		c->ctl = NULL; /* under mu: an op being issued meanwhile no longer reaches it */
+	}
 	pthread_mutex_unlock(&c->mu);
-	if (c->ctl && idle) {
-		ctl_member_destroy(c->ctl);
-		c->ctl = NULL;
+	if (ctl) {
+		ctl_member_destroy(ctl);
 	} else if (c->ctl) {
-		ftcc_warn("ftcc: member %u: an op is still running %d ms after the abort", c->rank,
-			  ENG_ABORT_WAIT_MS);
+		/* The executor still holds the membership; the others must not wait for it. */
+		ftcc_warn("ftcc: member %u: an op is still running %d ms after the abort; leaving "
+			  "the group now",
+			  c->rank, ENG_ABORT_WAIT_MS);
+		ctl_member_leave(c->ctl, "aborted while an op was running");
 	}
 }
 
@@ -489,6 +519,12 @@ static int start(struct ftcc_comm *c, const void *sendbuf, void *recvbuf, size_t
 	if (atomic_load(&c->aborted)) {
 		return FTCC_ERR_ABORTED;
 	}
+	pthread_mutex_lock(&c->mu);
+	if (c->failed) {
+		pthread_mutex_unlock(&c->mu);
+		return FTCC_ERR_LOST; /* it left the group: ftcc_comm_last_error() says why */
+	}
+	pthread_mutex_unlock(&c->mu);
 	r = calloc(1, sizeof(*r));
 	if (!r) {
 		return FTCC_ERR_NOMEM;
@@ -519,6 +555,10 @@ static int start(struct ftcc_comm *c, const void *sendbuf, void *recvbuf, size_t
 	c->qtail = r;
 	if (wake) {
 		pthread_cond_broadcast(&c->cv);
+	}
+	/* the others take a member that has not issued an op they wait in for a straggler */
+	if (c->ctl) {
+		ctl_member_issued(c->ctl, r->seq + 1);
 	}
 	pthread_mutex_unlock(&c->mu);
 	*req = r;

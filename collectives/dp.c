@@ -143,9 +143,15 @@ int dp_create(const struct dp_cfg *cfg, struct dp **out)
 	dp->cfg = *cfg;
 	dp->cfg.bind_host = NULL; /* not ours to keep */
 	dp->lfd = dp->wake = -1;
-	dp->connect_ms = cfg->connect_timeout_ms > 0 ?
-				 cfg->connect_timeout_ms :
-				 ftcc_setting_int(FTCC_SET_CONNECT_TIMEOUT_MS);
+	{
+		int64_t f = cfg->failure_ms > 0 ? cfg->failure_ms :
+						  ftcc_setting_int(FTCC_SET_FAILURE_TIMEOUT_MS);
+
+		/* Half the failure timeout: a link judged broken, or a peer unreachable, leaves
+		 * the membership the other half to act on it within the bound. */
+		dp->cut_ns = (f / 2 > 20 ? f / 2 : 20) * 1000000;
+		dp->nop_ns = dp->cut_ns / 2;
+	}
 	rc = dp_bind_addr(cfg, &dp->self_sa, &dp->self_salen);
 	if (rc) {
 		ftcc_warn("dp: no address to listen on (%s): %s",
@@ -245,11 +251,14 @@ int dp_set_peers(struct dp *dp, const struct dp_peer *peers, uint32_t n)
 			continue;
 		if (e && e->inc == old->inc) {
 			e->conn = old->conn;
+			e->down_ns = old->down_ns;
+			e->want_ns = old->want_ns;
+			e->rx_ns = old->rx_ns;
 		} else {
 			ftcc_info("dp: closing the connection to member %u incarnation %llu (%s)",
 				  old->id, (unsigned long long)old->inc,
 				  e ? "new incarnation" : "left the epoch");
-			dp_conn_free(old->conn);
+			dp_conn_free(dp, old->conn);
 		}
 		old->conn = NULL;
 	}
@@ -307,6 +316,21 @@ static int dp_mark_wants(struct dp *dp, struct dp_call *call)
 	return open;
 }
 
+/* Writes the tails of peers this call does not visit (a connection broken meanwhile is closed;
+ * the call that next needs the peer reconnects). */
+static void dp_flush_tails(struct dp *dp)
+{
+	for (uint32_t i = 0; i < dp->npeers && dp->ntails; i++) {
+		struct dp_peer_ent *pe = &dp->peers[i];
+
+		if (pe->stamp == dp->pass || !pe->conn || !pe->conn->tail ||
+		    pe->conn->state != DPC_READY)
+			continue;
+		if (dp_tail_flush(dp, pe->conn) < 0)
+			dp_conn_broken(dp, pe, "writing the rest of an abandoned frame failed");
+	}
+}
+
 /* One non-blocking pass: accepts, set-ups and I/O of every peer the call has open transfers
  * with. Returns how many transfers remain open, or an error. */
 static int dp_pass(struct dp *dp, struct dp_call *call)
@@ -321,8 +345,11 @@ static int dp_pass(struct dp *dp, struct dp_call *call)
 			return rc;
 	}
 	dp->pass++;
-	if (dp_mark_wants(dp, call) == 0)
+	if (dp_mark_wants(dp, call) == 0) {
+		if (dp->ntails)
+			dp_flush_tails(dp);
 		return 0;
+	}
 	for (int i = 0; i < call->n; i++) {
 		uint32_t pidx = dp->xpeer[i];
 		struct dp_peer_ent *pe = &dp->peers[pidx];
@@ -337,12 +364,15 @@ static int dp_pass(struct dp *dp, struct dp_call *call)
 			rc = dp_conn_io(dp, pe, pidx, call);
 			if (rc == 0)
 				continue;
-			dp_conn_free(pe->conn);
-			pe->conn = NULL;
+			dp_conn_broken(dp, pe,
+				       rc == -EPROTO ? "a malformed or unexpected frame" :
+						       "closed or reset");
 		}
 		*call->bad_peer = pe->id;
 		return rc;
 	}
+	if (dp->ntails)
+		dp_flush_tails(dp);
 	return dp_mark_wants(dp, call);
 }
 
@@ -382,14 +412,28 @@ static int dp_wait(struct dp *dp, struct dp_call *call, int64_t wait_ns)
 		if (pe->stamp == dp->pass || !pe->conn)
 			continue;
 		pe->stamp = dp->pass;
+		if ((pe->want_tx || pe->want_rx) && dp_conn_watch(dp, pe, now) < 0) {
+			dp_conn_broken(dp, pe, "data unacknowledged");
+			*call->bad_peer = pe->id;
+			return -EPIPE;
+		}
 		if (pe->conn->state == DPC_BACKOFF && pe->conn->retry_ns - now < wait_ns)
 			wait_ns = pe->conn->retry_ns - now;
 		ev = dp_conn_events(dp, pe);
 		if (ev)
 			rc |= dp_poll_add(dp, &np, pe->conn->fd, ev);
 	}
+	for (uint32_t i = 0; i < dp->npeers && dp->ntails; i++) {
+		struct dp_peer_ent *pe = &dp->peers[i];
+
+		if (pe->stamp != dp->pass && pe->conn && pe->conn->tail &&
+		    pe->conn->state == DPC_READY)
+			rc |= dp_poll_add(dp, &np, pe->conn->fd, POLLOUT);
+	}
 	if (rc)
 		return -ENOMEM;
+	if (wait_ns > dp->nop_ns / 2)
+		wait_ns = dp->nop_ns / 2; /* the watch above runs again by then */
 	if (wait_ns < 0)
 		wait_ns = 0;
 	rc = poll(dp->pfd, (nfds_t)np, (int)((wait_ns + 999999) / 1000000));
@@ -426,8 +470,8 @@ int dp_progress(struct dp *dp, struct dp_xfer *x, int n, int wait_ms, uint32_t *
 			return rc;
 		if (call.completed)
 			return call.completed;
-		if (rc == 0)
-			return 0; /* nothing left open: nothing can complete */
+		if (rc == 0 && (n > 0 || !dp->ntails))
+			return 0; /* nothing left open (a call without transfers drains the tails) */
 		if (atomic_load_explicit(&dp->aborted, memory_order_acquire))
 			return -ECANCELED;
 		int64_t now = dp_now_ns();
@@ -445,30 +489,41 @@ int dp_progress(struct dp *dp, struct dp_xfer *x, int n, int wait_ms, uint32_t *
 	}
 }
 
-void dp_settle(struct dp *dp, const struct dp_xfer *x, int n, int ms)
+void dp_release(struct dp *dp, const struct dp_xfer *x, int n)
 {
-	struct dp_xfer part[DP_SETTLE_MAX];
-	int np = 0;
-	int64_t end = dp_now_ns() + (int64_t)ms * 1000000;
-	uint32_t bp;
-
-	if (!dp || !x || atomic_load_explicit(&dp->aborted, memory_order_acquire))
+	if (!dp || !x)
 		return;
-	for (int i = 0; i < n && np < DP_SETTLE_MAX; i++) {
-		struct dp_peer_ent *pe = dp_peer_find(dp, x[i].peer);
+	for (int i = 0; i < n; i++) {
+		struct dp_peer_ent *pe = x[i].done ? NULL : dp_peer_find(dp, x[i].peer);
+		struct dp_conn *c = pe ? pe->conn : NULL;
 
-		if (x[i].dir == DP_SEND && !x[i].done && x[i].hdr_state > 0 && pe && pe->conn &&
-		    pe->conn->state == DPC_READY && pe->conn->tx_partial)
-			part[np++] = x[i]; /* a copy: frames are known by tag, buffer and length */
-	}
-	for (int open = np; open > 0;) {
-		int64_t left = end - dp_now_ns();
+		if (!c || c->state != DPC_READY)
+			continue;
+		if (x[i].dir == DP_RECV && c->rx_mode == DPR_BODY && c->rx_buf == x[i].buf &&
+		    dp_tag_cmp(&c->rx_tag, &x[i].tag) == 0) {
+			c->rx_mode = DPR_DROP; /* the rest of its payload goes nowhere */
+			c->rx_x = NULL;
+			continue;
+		}
+		if (x[i].dir != DP_SEND || !c->tx_partial || c->tx_buf != x[i].buf ||
+		    dp_tag_cmp(&c->tx_tag, &x[i].tag) != 0) {
+			continue;
+		}
+		/* Half written: the rest (header and payload) is copied and goes first. */
+		uint8_t hdr[DP_FRAME_HDR];
+		uint64_t sent = c->tx_sent;
+		size_t hrest = sent < DP_FRAME_HDR ? DP_FRAME_HDR - (size_t)sent : 0;
+		size_t poff = sent > DP_FRAME_HDR ? (size_t)(sent - DP_FRAME_HDR) : 0;
 
-		if (left <= 0 || dp_progress(dp, part, np, (int)(left / 1000000) + 1, &bp) < 0)
-			break;
-		open = 0;
-		for (int i = 0; i < np; i++)
-			open += !part[i].done;
+		dp_hdr_encode(hdr, &c->tx_tag, c->tx_len);
+		c->tx_partial = 0;
+		if (c->tail || dp_tail_set(dp, c, hdr + DP_FRAME_HDR - hrest, hrest,
+					   (const uint8_t *)x[i].buf + poff, c->tx_len - poff)) {
+			dp_conn_broken(dp, pe, "no memory for the rest of an abandoned frame");
+			continue;
+		}
+		if (dp_tail_flush(dp, c) < 0)
+			dp_conn_broken(dp, pe, "writing the rest of an abandoned frame failed");
 	}
 }
 
@@ -491,7 +546,7 @@ int dp_run(struct dp *dp, struct dp_xfer *x, int n, int (*check)(void *arg), voi
 		rc = dp_progress(dp, x, n, check_ms, bad_peer);
 		if (rc < 0) {
 			if (rc != -ECANCELED)
-				dp_settle(dp, x, n, DP_SETTLE_MS);
+				dp_release(dp, x, n);
 			return rc;
 		}
 		now = dp_now_ns();
@@ -499,7 +554,7 @@ int dp_run(struct dp *dp, struct dp_xfer *x, int n, int (*check)(void *arg), voi
 			last = now;
 			rc = check ? check(arg) : 0;
 			if (rc) {
-				dp_settle(dp, x, n, DP_SETTLE_MS);
+				dp_release(dp, x, n);
 				return rc;
 			}
 		}
@@ -522,9 +577,9 @@ void dp_destroy(struct dp *dp)
 	if (!dp)
 		return;
 	for (uint32_t i = 0; i < dp->npeers; i++)
-		dp_conn_free(dp->peers[i].conn);
+		dp_conn_free(dp, dp->peers[i].conn);
 	for (uint32_t i = 0; i < dp->npending; i++)
-		dp_conn_free(dp->pending[i]);
+		dp_conn_free(dp, dp->pending[i]);
 	if (dp->lfd >= 0)
 		close(dp->lfd);
 	if (dp->wake >= 0)

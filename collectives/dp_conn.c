@@ -1,9 +1,12 @@
 /* Data plane connections: socket options, the HELLO exchange (connector side: non-blocking
- * connect with retries while the peer is not listening yet; acceptor side: validation, pending
- * connections from members the epoch does not name yet), and their refusal with one log line.
+ * connect, retried with back-off for as long as transfers want the peer; acceptor side:
+ * validation, pending connections from members the epoch does not name yet), their refusal
+ * with one log line, broken connections, and the liveness watch of a connection a call waits
+ * on (NOP frames, the kernel's acknowledgements).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,20 +78,33 @@ void dp_sock_opts(int fd)
 	}
 }
 
-void dp_conn_free(struct dp_conn *c)
+void dp_conn_free(struct dp *dp, struct dp_conn *c)
 {
 	if (!c)
 		return;
+	if (c->tail) {
+		free(c->tail);
+		dp->ntails--;
+	}
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c);
+}
+
+void dp_conn_broken(struct dp *dp, struct dp_peer_ent *pe, const char *why)
+{
+	ftcc_info("dp: connection to member %u broke (%s); it will be made again", pe->id, why);
+	dp_conn_free(dp, pe->conn);
+	pe->conn = NULL;
+	pe->down_ns = pe->want_ns = dp_now_ns();
+	pe->stall_ns = 0;
 }
 
 /* Removes pending entry @i (order is not kept). */
 static void pending_drop(struct dp *dp, uint32_t i, int free_it)
 {
 	if (free_it)
-		dp_conn_free(dp->pending[i]);
+		dp_conn_free(dp, dp->pending[i]);
 	dp->pending[i] = dp->pending[--dp->npending];
 }
 
@@ -123,10 +139,15 @@ static int pending_adopt(struct dp *dp, uint32_t i, struct dp_peer_ent *pe, stru
 	c->hout_off = DP_HELLO_SIZE;
 	c->state = DPC_READY;
 	pe->conn = c;
+	pe->down_ns = 0;
+	pe->stall_ns = 0;
+	pe->rx_ns = dp_now_ns();
 	ftcc_info("dp: member %u incarnation %llu connected", pe->id, (unsigned long long)pe->inc);
 	if (!old)
 		return 0;
-	dp_conn_free(old);
+	/* The peer made a new connection: its old one broke on its side, and what was in flight
+	 * on it is lost (the old one's tail too). */
+	dp_conn_free(dp, old);
 	if (!call_uses(dp, call, pe))
 		return 0;
 	ftcc_info("dp: member %u reconnected while transfers were in flight", pe->id);
@@ -268,56 +289,61 @@ void dp_pending_adopt(struct dp *dp)
 	}
 }
 
-/* Fails @pe's set-up for good: logs, frees the connection. Returns -EPIPE. */
-static int setup_fail(struct dp_peer_ent *pe, const char *what, int err)
+/* Whether the peer counts as unreachable now: wanted and not ready for dp->cut_ns. Only time
+ * in which calls kept wanting it counts: after a gap of nop_ns without one (an idle member, a
+ * connection that broke between ops) the clock starts again. 0 or -EHOSTUNREACH. */
+static int setup_down(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 {
-	ftcc_warn("dp: cannot connect to member %u incarnation %llu: %s%s%s", pe->id,
-		  (unsigned long long)pe->inc, what, err ? ": " : "", err ? strerror(err) : "");
-	dp_conn_free(pe->conn);
-	pe->conn = NULL;
-	return -EPIPE;
+	return now - pe->down_ns >= dp->cut_ns ? -EHOSTUNREACH : 0;
 }
 
-/* A connect attempt failed with @err: retry after a back-off unless the bound is near. */
-static int setup_retry(struct dp_peer_ent *pe, int err, int64_t now)
+/* A call wants @pe, which is not ready: starts or continues its down time (setup_down()). */
+static void setup_wanted(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
+{
+	if (!pe->down_ns || now - pe->want_ns > dp->nop_ns)
+		pe->down_ns = now;
+	pe->want_ns = now;
+}
+
+/* A connect attempt failed (@what, @err): retry after a back-off. */
+static int setup_retry(struct dp *dp, struct dp_peer_ent *pe, const char *what, int err,
+		       int64_t now)
 {
 	struct dp_conn *c = pe->conn;
 
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
-	if (now >= c->deadline_ns)
-		return setup_fail(pe, "connect", err);
-	ftcc_trace("dp: connect to member %u failed (%s); retrying in %d ms", pe->id, strerror(err),
-		   c->backoff_ms);
+	c->hout_off = c->hin_off = 0;
+	ftcc_trace("dp: connect to member %u: %s%s%s; retrying in %d ms", pe->id, what,
+		   err ? ": " : "", err ? strerror(err) : "", c->backoff_ms);
 	c->state = DPC_BACKOFF;
 	c->retry_ns = now + (int64_t)c->backoff_ms * 1000000;
-	if (c->retry_ns > c->deadline_ns)
-		c->retry_ns = c->deadline_ns; /* one last try at the bound */
 	c->backoff_ms =
 		c->backoff_ms * 2 > DP_BACKOFF_MAX_MS ? DP_BACKOFF_MAX_MS : c->backoff_ms * 2;
-	return 0;
+	return setup_down(dp, pe, now);
 }
 
-/* Starts a non-blocking connect to @pe. */
+/* Starts a non-blocking connect to @pe, bounded by dp->cut_ns. */
 static int setup_connect(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 {
 	struct dp_conn *c = pe->conn;
 	int one = 1;
 
+	c->deadline_ns = now + dp->cut_ns;
 	c->fd = ftcc_sys_socket(pe->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	if (c->fd < 0)
-		return setup_retry(pe, errno, now);
+		return setup_retry(dp, pe, "socket", errno, now);
 	dp_sock_opts(c->fd);
 	if (dp->self_sa.ss_family == pe->sa.ss_family) {
 		/* leave from the published address; the port is picked at connect() time */
 		setsockopt(c->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
 		if (ftcc_sys_bind(c->fd, (struct sockaddr *)&dp->self_sa, dp->self_salen) < 0)
-			return setup_retry(pe, errno, now);
+			return setup_retry(dp, pe, "bind", errno, now);
 	}
 	if (ftcc_sys_connect(c->fd, (struct sockaddr *)&pe->sa, pe->salen) < 0) {
 		if (errno != EINPROGRESS)
-			return setup_retry(pe, errno, now);
+			return setup_retry(dp, pe, "connect", errno, now);
 		c->state = DPC_CONNECTING;
 		return 0;
 	}
@@ -326,7 +352,7 @@ static int setup_connect(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 }
 
 /* Sends our HELLO and reads the reply. 1 when the connection is ready. */
-static int setup_hello(struct dp *dp, struct dp_peer_ent *pe)
+static int setup_hello(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 {
 	struct dp_conn *c = pe->conn;
 	struct dp_hello h;
@@ -338,7 +364,7 @@ static int setup_hello(struct dp *dp, struct dp_peer_ent *pe)
 			hello_encode(c->hello_out, dp, pe->id, pe->inc);
 		n = ftcc_sys_send(c->fd, c->hello_out + c->hout_off, DP_HELLO_SIZE - c->hout_off);
 		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-			return setup_fail(pe, "HELLO", errno);
+			return setup_retry(dp, pe, "HELLO", errno, now);
 		if (n > 0)
 			c->hout_off += (uint32_t)n;
 		if (c->hout_off < DP_HELLO_SIZE)
@@ -346,9 +372,12 @@ static int setup_hello(struct dp *dp, struct dp_peer_ent *pe)
 	}
 	n = ftcc_sys_recv(c->fd, c->hello_in + c->hin_off, DP_HELLO_SIZE - c->hin_off);
 	if (n == 0)
-		return setup_fail(pe, "closed during the HELLO (refused by the peer?)", 0);
+		return setup_retry(dp, pe, "closed during the HELLO (refused by the peer?)", 0,
+				   now);
 	if (n < 0)
-		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : setup_fail(pe, "HELLO", errno);
+		return errno == EAGAIN || errno == EWOULDBLOCK ?
+			       0 :
+			       setup_retry(dp, pe, "HELLO", errno, now);
 	c->hin_off += (uint32_t)n;
 	if (c->hin_off < DP_HELLO_SIZE)
 		return 0;
@@ -356,9 +385,16 @@ static int setup_hello(struct dp *dp, struct dp_peer_ent *pe)
 	why = hello_check(dp, &h);
 	if (!why && (h.from != pe->id || h.from_inc != pe->inc))
 		why = "answered by another member or incarnation";
-	if (why)
-		return setup_fail(pe, why, 0);
+	if (why) {
+		ftcc_warn("dp: connection to member %u incarnation %llu refused: %s", pe->id,
+			  (unsigned long long)pe->inc, why);
+		return setup_retry(dp, pe, why, 0, now);
+	}
 	c->state = DPC_READY;
+	c->backoff_ms = DP_BACKOFF_MIN_MS;
+	pe->down_ns = 0;
+	pe->stall_ns = 0;
+	pe->rx_ns = now;
 	ftcc_info("dp: connected to member %u incarnation %llu", pe->id,
 		  (unsigned long long)pe->inc);
 	return 1;
@@ -375,6 +411,7 @@ int dp_conn_setup(struct dp *dp, struct dp_peer_ent *pe)
 	if (!c && dp->cfg.self_id > pe->id)
 		return 0; /* the lower id connects to us */
 	now = dp_now_ns();
+	setup_wanted(dp, pe, now);
 	if (!c) {
 		c = calloc(1, sizeof(*c));
 		if (!c)
@@ -385,16 +422,18 @@ int dp_conn_setup(struct dp *dp, struct dp_peer_ent *pe)
 		c->peer_inc = pe->inc;
 		c->backoff_ms = DP_BACKOFF_MIN_MS;
 		c->retry_ns = now;
-		c->deadline_ns = now + dp->connect_ms * 1000000;
 		pe->conn = c;
 	}
-	if (now > c->deadline_ns && c->state != DPC_BACKOFF)
-		return setup_fail(pe, "timed out", ETIMEDOUT);
+	if (c->state != DPC_BACKOFF && now > c->deadline_ns)
+		return setup_retry(dp, pe, "no answer", ETIMEDOUT, now);
+	/* Only a failed attempt says unreachable (setup_retry): one down for long already gets a
+	 * fresh attempt at once in each call, bounded by its deadline, so that a peer that
+	 * answers again (a straggler that reached the op) is found before it is reported. */
 	if (c->state == DPC_BACKOFF) {
-		if (now < c->retry_ns)
+		if (now < c->retry_ns && now - pe->down_ns < dp->cut_ns)
 			return 0;
 		rc = setup_connect(dp, pe, now);
-		if (rc || !pe->conn || pe->conn->state != DPC_HELLO)
+		if (rc || c->state != DPC_HELLO)
 			return rc;
 	}
 	if (c->state == DPC_CONNECTING) {
@@ -407,10 +446,53 @@ int dp_conn_setup(struct dp *dp, struct dp_peer_ent *pe)
 		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
 			err = errno;
 		if (err)
-			return setup_retry(pe, err, now);
+			return setup_retry(dp, pe, "connect", err, now);
 		c->state = DPC_HELLO;
 	}
-	return setup_hello(dp, pe);
+	return setup_hello(dp, pe, now);
+}
+
+int dp_conn_watch(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
+{
+	struct dp_conn *c = pe->conn;
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	if (!c || c->state != DPC_READY)
+		return 0;
+	if (pe->want_rx && now - pe->rx_ns >= dp->nop_ns && !c->tail && !c->tx_partial) {
+		/* A receive waited long: put a byte on the wire, so that a connection the peer's
+		 * side has lost answers with a reset, or stays unacknowledged (below). */
+		uint8_t nop[DP_FRAME_HDR];
+		struct dp_tag t = { .phase = DP_PH_NOP };
+
+		dp_hdr_encode(nop, &t, 0);
+		pe->rx_ns = now;
+		if (dp_tail_set(dp, c, nop, sizeof(nop), NULL, 0) == 0 && dp_tail_flush(dp, c) < 0)
+			return -EPIPE;
+	}
+	if (now - pe->check_ns < dp->nop_ns / 2)
+		return 0;
+	pe->check_ns = now;
+	/* Data the peer's kernel keeps not acknowledging for cut_ns (retransmission timeouts
+	 * fired, and go on firing), or window probes it keeps not answering: the path is cut or
+	 * the peer's host is gone. A peer that only reads slowly answers the window probes of a
+	 * full window, and a lost packet is recovered by the next retransmission: neither counts,
+	 * and the clock starts over at every answer. */
+	if (getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+	    !((ti.tcpi_unacked > 0 && ti.tcpi_retransmits > 0) || ti.tcpi_probes > 0)) {
+		pe->stall_ns = 0;
+		return 0;
+	}
+	if (!pe->stall_ns)
+		pe->stall_ns = now;
+	if (now - pe->stall_ns >= dp->cut_ns) {
+		ftcc_warn("dp: member %u has not acknowledged data for %u ms (%u retransmissions, "
+			  "%u window probes unanswered)",
+			  pe->id, ti.tcpi_last_ack_recv, ti.tcpi_retransmits, ti.tcpi_probes);
+		return -EPIPE;
+	}
+	return 0;
 }
 
 short dp_conn_events(const struct dp *dp, const struct dp_peer_ent *pe)
@@ -425,7 +507,7 @@ short dp_conn_events(const struct dp *dp, const struct dp_peer_ent *pe)
 	case DPC_HELLO:
 		return c->hout_off < DP_HELLO_SIZE ? POLLOUT : POLLIN;
 	case DPC_READY:
-		if (pe->want_tx)
+		if (pe->want_tx || c->tail)
 			ev |= POLLOUT;
 		if (pe->want_rx && !(c->rx_mode == DPR_WAIT && c->rx_blocked))
 			ev |= POLLIN;

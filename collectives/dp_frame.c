@@ -1,9 +1,11 @@
 /* Data plane frames on a ready connection: headers encoded and checked here, sends gathered
  * into one writev per socket-buffer's worth straight from the transfers' buffers, receives
- * matched by tag and read straight into the receiving buffer, stale frames drained.
+ * matched by tag and read straight into the receiving buffer, stale frames drained, and the
+ * tail (the rest of an abandoned frame, or a NOP) written before anything else.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 
@@ -12,7 +14,7 @@
 #include "ftcc/sys.h"
 #include "ftcc/le.h"
 
-static void hdr_encode(uint8_t *p, const struct dp_tag *t, uint64_t len)
+void dp_hdr_encode(uint8_t *p, const struct dp_tag *t, uint64_t len)
 {
 	le_put32(p, DP_FRAME_MAGIC);
 	le_put32(p + 4, t->phase);
@@ -30,6 +32,8 @@ static int hdr_decode(struct dp_conn *c)
 
 	if (le_get32(p) != DP_FRAME_MAGIC || le_get32(p + 28) != 0)
 		return -EPROTO;
+	if (le_get32(p + 4) == DP_PH_NOP && le_get64(p + 32) != 0)
+		return -EPROTO;
 	c->rx_tag.phase = le_get32(p + 4);
 	c->rx_tag.seq = le_get64(p + 8);
 	c->rx_tag.epoch = le_get64(p + 16);
@@ -37,6 +41,48 @@ static int hdr_decode(struct dp_conn *c)
 	c->rx_len = le_get64(p + 32);
 	c->rx_off = 0;
 	return 0;
+}
+
+int dp_tail_set(struct dp *dp, struct dp_conn *c, const void *hdr, size_t len, const void *buf,
+		size_t len2)
+{
+	uint8_t *t;
+
+	if (c->tail)
+		return -EBUSY;
+	t = malloc(len + len2 ? len + len2 : 1);
+	if (!t)
+		return -ENOMEM;
+	if (len)
+		memcpy(t, hdr, len);
+	if (len2)
+		memcpy(t + len, buf, len2);
+	c->tail = t;
+	c->tail_len = len + len2;
+	c->tail_off = 0;
+	dp->ntails++;
+	return 0;
+}
+
+int dp_tail_flush(struct dp *dp, struct dp_conn *c)
+{
+	while (c->tail && c->tail_off < c->tail_len) {
+		ssize_t n = ftcc_sys_send(c->fd, c->tail + c->tail_off, c->tail_len - c->tail_off);
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			return -EPIPE;
+		}
+		c->tail_off += (size_t)n;
+	}
+	if (c->tail) {
+		free(c->tail);
+		c->tail = NULL;
+		c->tail_len = c->tail_off = 0;
+		dp->ntails--;
+	}
+	return 1;
 }
 
 /* Maps a failed or empty read/write to the dp error: -EPIPE for a closed or reset link. */
@@ -55,8 +101,9 @@ static int would_block(void)
 }
 
 /* Ties frames partly moved in an earlier call to this call's transfers. A receive no longer
- * posted has the rest of its payload drained; a send no longer posted leaves half a frame on the
- * stream, so the connection is closed (returns 1). */
+ * posted has the rest of its payload drained. A send no longer posted that its caller did not
+ * release (dp_release()) leaves half a frame on the stream whose rest dp cannot know: the
+ * connection is broken then (returns 1), which the peer survives as a broken link. */
 static int conn_rebind(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_call *call)
 {
 	struct dp_conn *c = pe->conn;
@@ -89,10 +136,8 @@ static int conn_rebind(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, str
 	}
 	if (found)
 		return 0;
-	ftcc_info("dp: a frame to member %u was abandoned half sent; closing the connection",
-		  pe->id);
-	dp_conn_free(c);
-	pe->conn = NULL;
+	ftcc_warn("dp: a frame to member %u was abandoned half sent without dp_release()", pe->id);
+	dp_conn_broken(dp, pe, "a half-written frame was abandoned");
 	return 1;
 }
 
@@ -117,8 +162,13 @@ static int conn_tx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct 
 	struct iovec iov[2 * DP_IOV_FRAMES];
 	struct dp_xfer *fx[DP_IOV_FRAMES];
 	uint64_t fsent[DP_IOV_FRAMES];
-	int i = 0;
+	int i = 0, rc;
 
+	if (c->tail) {
+		rc = dp_tail_flush(dp, c);
+		if (rc <= 0)
+			return rc < 0 ? io_error(pe, -1, "send") : 0;
+	}
 	for (;;) {
 		int nf = 0, niov = 0, short_write = 0;
 		size_t want = 0;
@@ -151,7 +201,7 @@ static int conn_tx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct 
 			struct dp_xfer *x = fx[f];
 
 			if (fsent[f] < DP_FRAME_HDR) {
-				hdr_encode(hdrs[f], &x->tag, x->len);
+				dp_hdr_encode(hdrs[f], &x->tag, x->len);
 				iov[niov].iov_base = hdrs[f] + fsent[f];
 				iov[niov++].iov_len = DP_FRAME_HDR - fsent[f];
 			}
@@ -266,6 +316,7 @@ static int conn_rx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct 
 			if (n <= 0)
 				return io_error(pe, n, "receive");
 			c->rhdr_off += (uint32_t)n;
+			pe->rx_ns = dp_now_ns();
 			if (c->rhdr_off < DP_FRAME_HDR)
 				continue;
 			c->rhdr_off = 0;
@@ -273,6 +324,8 @@ static int conn_rx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct 
 				ftcc_warn("dp: malformed frame header from member %u", pe->id);
 				return -EPROTO;
 			}
+			if (c->rx_tag.phase == DP_PH_NOP)
+				continue; /* its purpose was to be sent */
 			c->rx_mode = DPR_WAIT;
 			/* fall through */
 		case DPR_WAIT:
@@ -290,6 +343,7 @@ static int conn_rx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct 
 					return io_error(pe, n, "receive");
 				c->rx_off += (uint64_t)n;
 				c->rx_x->off = c->rx_off;
+				pe->rx_ns = dp_now_ns();
 				budget = (size_t)n < budget ? budget - (size_t)n : 0;
 			}
 			if (c->rx_off == c->rx_len) {
@@ -330,6 +384,8 @@ int dp_conn_io(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_c
 		rc = conn_tx(dp, pe, pidx, call);
 		if (rc < 0)
 			return rc;
+	} else if (pe->conn->tail && dp_tail_flush(dp, pe->conn) < 0) {
+		return io_error(pe, -1, "send");
 	}
 	if (pe->want_rx && !(pe->conn->rx_mode == DPR_WAIT && pe->conn->rx_blocked))
 		return conn_rx(dp, pe, pidx, call);

@@ -31,10 +31,7 @@
 #define DP_BACKOFF_MIN_MS 5	/* first retry after a refused connect */
 #define DP_BACKOFF_MAX_MS 200	/* retries back off up to this */
 #define DP_RX_BUDGET (8u << 20) /* payload bytes read from one connection per pass */
-#define DP_IOV_FRAMES 8
-#define DP_SETTLE_MS 100 /* dp_run() finishing half-written frames before it gives up */
-#define DP_SETTLE_MAX                                                                              \
-	16 /* half-written frames dp_settle() finishes (one per connection) */ /* frames gathered into one writev */
+#define DP_IOV_FRAMES 8		/* frames gathered into one writev */
 
 enum dp_conn_state {
 	DPC_BACKOFF = 1, /* connector: no socket, retrying at @retry_ns */
@@ -59,7 +56,7 @@ struct dp_conn {
 	enum dp_conn_state state;
 	uint32_t peer_id;
 	uint64_t peer_inc;
-	int64_t deadline_ns; /* set-up bound (connector) or HELLO/adoption bound (acceptor) */
+	int64_t deadline_ns; /* connector: this attempt's bound; acceptor: HELLO/adoption bound */
 	int64_t retry_ns;    /* DPC_BACKOFF: when to try again */
 	int backoff_ms;
 	uint8_t hello_out[DP_HELLO_SIZE];
@@ -81,6 +78,9 @@ struct dp_conn {
 	size_t tx_len;
 	const void *tx_buf;
 	uint64_t tx_sent; /* header and payload bytes written */
+	/* bytes owned by dp that go before any frame: the rest of an abandoned frame, or a NOP */
+	uint8_t *tail;
+	size_t tail_len, tail_off;
 };
 
 /* One member of the current epoch. */
@@ -92,13 +92,20 @@ struct dp_peer_ent {
 	struct dp_conn *conn; /* NULL: none */
 	uint64_t stamp;	      /* pass in which it was last visited */
 	int want_tx, want_rx; /* this call has unfinished sends / receives with it */
+	int64_t down_ns;      /* no ready connection since then (0: up, or never wanted) */
+	int64_t want_ns;      /* a call last wanted it while not ready (restarts down_ns) */
+	int64_t rx_ns;	      /* bytes last came from it (or a wait on it began) */
+	int64_t check_ns;     /* its connection's liveness was last looked at */
+	int64_t stall_ns;     /* data outstanding and retransmitted since then (0: none) */
 };
 
 struct dp {
 	struct dp_cfg cfg;
-	int64_t connect_ms;
-	int lfd;  /* listening socket */
-	int wake; /* eventfd written by dp_abort() */
+	int64_t cut_ns;	 /* unreachable this long: -EHOSTUNREACH; unacknowledged: broken */
+	int64_t nop_ns;	 /* a receive waiting this long without a byte sends a NOP */
+	uint32_t ntails; /* connections with a tail to write */
+	int lfd;	 /* listening socket */
+	int wake;	 /* eventfd written by dp_abort() */
 	atomic_int aborted;
 	char addr[DP_ADDR_MAX];
 	struct sockaddr_storage self_sa; /* bind address, port 0 (source of our connects) */
@@ -131,11 +138,21 @@ int64_t dp_now_ns(void);
 /* The peer entry with @id, or NULL. */
 struct dp_peer_ent *dp_peer_find(struct dp *dp, uint32_t id);
 
-/* Closes @c's socket and frees it. NULL is a no-op. */
-void dp_conn_free(struct dp_conn *c);
+/* Closes @c's socket and frees it (its tail too). NULL is a no-op. */
+void dp_conn_free(struct dp *dp, struct dp_conn *c);
 
 /* Sets the socket options every data socket gets (TCP_NODELAY, FTCC_SOCKBUF). */
 void dp_sock_opts(int fd);
+
+/* Makes @c's tail the @len bytes at @hdr (NULL: none) followed by @len2 bytes at @buf, copied.
+ * 0, or -ENOMEM (nothing changed). */
+int dp_tail_set(struct dp *dp, struct dp_conn *c, const void *hdr, size_t len, const void *buf,
+		size_t len2);
+/* Writes what the socket takes of @c's tail. 1 when none is left, 0 when the socket is full,
+ * -EPIPE when the connection broke. */
+int dp_tail_flush(struct dp *dp, struct dp_conn *c);
+/* Encodes a frame header for @t and @len into @p (DP_FRAME_HDR bytes). */
+void dp_hdr_encode(uint8_t *p, const struct dp_tag *t, uint64_t len);
 
 /* Accepts new connections and reads pending HELLOs; adopts those the epoch names. 0, or -EPIPE
  * (*@call->bad_peer) when an adopted connection replaced one that this call was using. */
@@ -145,9 +162,18 @@ int dp_accept_pass(struct dp *dp, struct dp_call *call);
  * those it names with another incarnation. */
 void dp_pending_adopt(struct dp *dp);
 
-/* Drives @pe's connection set-up (connector side: starts it when missing). 1 when ready, 0 not
- * yet, -EPIPE when it failed (the connection is gone). */
+/* Drives @pe's connection set-up (connector side: starts it when missing, retries with
+ * back-off when an attempt fails). 1 when ready, 0 not yet, -EHOSTUNREACH when the peer has
+ * been unreachable for dp->cut_ns (the attempts go on), -ENOMEM. */
 int dp_conn_setup(struct dp *dp, struct dp_peer_ent *pe);
+
+/* @pe's connection broke (@why for the log): it is closed; the peer is down from now. */
+void dp_conn_broken(struct dp *dp, struct dp_peer_ent *pe, const char *why);
+
+/* Liveness of @pe's ready connection while a call waits on it: a NOP when a receive waited
+ * dp->nop_ns without a byte, and the kernel's view of outstanding data. 0, or -EPIPE when data
+ * went unacknowledged for dp->cut_ns (the connection is then broken). */
+int dp_conn_watch(struct dp *dp, struct dp_peer_ent *pe, int64_t now);
 
 /* Moves frames of @pe's ready connection: sends of this call in array order, then receives.
  * Counts completions in @call. 0, or -EPIPE/-EPROTO (the caller closes the connection). */

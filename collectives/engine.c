@@ -16,6 +16,9 @@
 #include "ftcc/reduce.h"
 #include "ftcc/settings.h"
 
+/* A data plane failure is reported again this often while the member waits for a new epoch. */
+#define ENG_REPORT_MS 100
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -200,7 +203,7 @@ static void contrib_of(const struct ctl_epoch *e, struct eng_att *att)
 	memset(att->contrib, 0, sizeof(att->contrib));
 	att->ncontrib = 0;
 	for (i = 0; i < e->nmembers; i++) {
-		if (e->members[i].flags & CTL_MF_CONTRIB) {
+		if ((e->members[i].flags & CTL_MF_CONTRIB) && e->members[i].id < FTCC_MAX_MEMBERS) {
 			uint32_t id = e->members[i].id;
 
 			att->contrib[id / 8] |= (uint8_t)(1u << (id % 8));
@@ -268,13 +271,32 @@ static int run_attempt(struct ftcc_comm *c, struct ftcc_request *r, const struct
 	return rc;
 }
 
-/* After a failed attempt: tells the membership what the data plane saw, then waits (bounded)
- * until op @seq belongs to an epoch other than @epoch. 0 or an FTCC_ERR_*. */
+/* The evidence a data plane error is about its peer: never a verdict (the coordinator
+ * decides), 0 when the error says nothing about the peer. */
+static enum ctl_evidence evidence_of(int rc)
+{
+	switch (rc) {
+	case -EPIPE:  /* the link broke (reset, closed, replaced): frames may be lost */
+	case -EPROTO: /* a frame the receive did not expect: the link is out of step */
+		return CTL_EV_LINK;
+	case -EHOSTUNREACH: /* no connection to the peer for the failure timeout */
+		return CTL_EV_CUT;
+	default:
+		return 0;
+	}
+}
+
+/* After a failed attempt: tells the membership what the data plane saw (again every
+ * ENG_REPORT_MS: a report sent while the coordinator's link was down is lost), then waits,
+ * bounded, until op @seq belongs to an epoch other than @epoch. 0 or an FTCC_ERR_*. */
 static int after_failure(struct ftcc_comm *c, uint64_t seq, uint64_t epoch, int rc,
 			 uint32_t bad_peer)
 {
-	int64_t bound = 2 * ftcc_setting_int(FTCC_SET_FAILURE_TIMEOUT_MS) + 2000;
-	int64_t deadline = now_ms() + bound;
+	/* The coordinator needs at most the failure timeout to hear silence, plus as much for
+	 * a takeover and for a link judged broken for good. */
+	int64_t bound = 4 * c->timeout_ms + 2000;
+	int64_t deadline = now_ms() + bound, next_report = 0;
+	enum ctl_evidence ev = evidence_of(rc);
 
 	if (rc == -ECANCELED || atomic_load(&c->aborted)) {
 		return FTCC_ERR_ABORTED;
@@ -283,19 +305,31 @@ static int after_failure(struct ftcc_comm *c, uint64_t seq, uint64_t epoch, int 
 		return final_state_error(c, rc);
 	}
 	if (rc == -ENOMEM) {
+		eng_set_error(c, "op %llu: out of memory", (unsigned long long)seq);
 		return FTCC_ERR_NOMEM;
 	}
-	if (rc == -EPIPE || rc == -EPROTO) {
-		ftcc_info("engine: op %llu: member %u's data connection failed (%s)",
-			  (unsigned long long)seq, bad_peer, strerror(-rc));
-		ctl_member_suspect(c->ctl, bad_peer, CTL_EV_DEATH);
+	if (!ev && rc != -ESTALE && rc != -EPROTO) {
+		/* not about a peer nor the epoch: this member cannot run the op */
+		eng_set_error(c, "op %llu: %s", (unsigned long long)seq, strerror(-rc));
+		return FTCC_ERR_SYSTEM;
+	}
+	if (ev) {
+		ftcc_info("engine: op %llu in epoch %llu: the data link to member %u failed (%s); "
+			  "asking for another attempt",
+			  (unsigned long long)seq, (unsigned long long)epoch, bad_peer,
+			  strerror(-rc));
 	}
 	for (;;) {
 		const struct ctl_epoch *e = NULL;
+		int64_t now = now_ms();
 		int r;
 
 		if (atomic_load(&c->aborted)) {
 			return FTCC_ERR_ABORTED;
+		}
+		if (ev && now >= next_report) {
+			ctl_member_suspect(c->ctl, bad_peer, ev, seq);
+			next_report = now + ENG_REPORT_MS;
 		}
 		r = ctl_member_op_epoch(c->ctl, seq, &e);
 		if (r == 0) {
@@ -308,7 +342,7 @@ static int after_failure(struct ftcc_comm *c, uint64_t seq, uint64_t epoch, int 
 		} else if (r != -EAGAIN) {
 			return final_state_error(c, r);
 		}
-		if (now_ms() > deadline) {
+		if (now > deadline) {
 			eng_set_error(c,
 				      "op %llu: no new epoch within %lld ms after a failure in "
 				      "epoch %llu (%s)",
@@ -363,14 +397,33 @@ static void finish_op(struct ftcc_comm *c, struct ftcc_request *r, const struct 
 	r->result = rc;
 }
 
-/* Remembers a completed op for later epochs' exchanges. */
-static void remember(struct ftcc_comm *c, uint64_t seq, const struct eng_att *att)
+/* Remembers a completed op for the exchanges of epochs newer than @epoch (the one it completed
+ * in: its exchanges there are over); with @keep a copy of its result (before the degraded
+ * policy scaled it: what the peer computes too), which is dropped two ops later (the peer that
+ * took part in the next op completed this one before it). Out of memory, no copy: the op stays
+ * correct, and only a broken link in the same op would leave the peer without it. */
+static void remember(struct ftcc_comm *c, const struct ftcc_request *r, const struct eng_att *att,
+		     uint64_t epoch, int keep)
 {
-	struct eng_done *d = &c->done[seq % ENG_DONE_RING];
+	struct eng_done *d = &c->done[r->seq % ENG_DONE_RING];
+	size_t bytes = r->count * ftcc_dtype_size(r->dtype);
+	unsigned k = (unsigned)(r->seq & 1);
 
-	d->seq = seq;
+	if (c->copyowner[k]) {
+		c->copyowner[k]->copy = NULL; /* an op two back: its buffer is this op's now */
+		c->copyowner[k] = NULL;
+	}
+	d->seq = r->seq;
 	d->att = *att;
-	d->reported = att->epoch;
+	d->reported = epoch;
+	d->copy = NULL;
+	if (keep && bytes && grow(&c->copybuf[k], &c->copycap[k], bytes) == 0) {
+		d->copy = c->copybuf[k];
+		c->copyowner[k] = d;
+		memcpy(d->copy, r->recvbuf, bytes);
+		d->count = r->count;
+		d->dtype = r->dtype;
+	}
 }
 
 static void warn_epoch(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq)
@@ -398,19 +451,28 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 	struct eng_att att = { 0 };
 	struct rs_decision d;
 	uint64_t last_epoch = 0;
-	int attempts = 0, resumed = 0, rc;
+	int attempts = 0, resumed = 0, two_rd = 0, rc;
 
 	if (r->sendbuf == r->recvbuf && bytes) {
 		/* In place: the input is kept until the op is settled, for a redo. */
-		if (grow(&c->keep, &c->keep_len, bytes)) {
+		if (ftcc_fault("input", r->seq, 0) || grow(&c->keep, &c->keep_len, bytes)) {
+			eng_set_error(c,
+				      "op %llu: out of memory keeping the input of an in-place op "
+				      "(%zu bytes)",
+				      (unsigned long long)r->seq, bytes);
 			r->result = FTCC_ERR_NOMEM;
 			return;
 		}
 		memcpy(c->keep, r->sendbuf, bytes);
 		input = c->keep;
+	} else if (ftcc_fault("input", r->seq, 0)) {
+		/* out of place, the "fail" action still stands for a failed allocation */
+		eng_set_error(c, "op %llu: out of memory (FTCC_FAULT)", (unsigned long long)r->seq);
+		r->result = FTCC_ERR_NOMEM;
+		return;
 	}
 	for (;;) {
-		const struct ctl_epoch *e = NULL;
+		const struct ctl_epoch *e = NULL, *pe;
 		uint32_t bad = UINT32_MAX;
 		uint64_t ep;
 		int window;
@@ -421,6 +483,15 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 			r->result = rc;
 			return;
 		}
+		/* A commit may have become visible after the sync above: the completed ops this
+		 * epoch reopens are reported before this member's own exchange in it. */
+		eng_sync_epoch(c, e);
+		if (c->failed) {
+			/* it gave up there (and left): nothing it returns now is the group's */
+			ctl_epoch_put(e);
+			r->result = c->failed;
+			return;
+		}
 		ep = e->epoch;
 		if (last_epoch && ep != last_epoch) {
 			warn_epoch(c, e, r->seq);
@@ -429,8 +500,13 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 		last_epoch = ep;
 		window = e->epoch > 1 && r->seq >= e->boundary && r->seq < e->boundary + ENG_WINDOW;
 		rc = eng_dp_peers(c, e);
+		/* the members of the op: a joiner whose first op is later is not one of them */
+		pe = rc ? NULL : eng_op_view(c, e, r->seq);
+		if (rc == 0 && (!pe || pe->self_index < 0)) {
+			rc = -ENOMEM;
+		}
 		if (rc == 0 && window) {
-			rc = eng_exchange(c, e, r->seq, &att, &d, &bad);
+			rc = eng_exchange(c, pe, r->seq, &att, 0, &d, &bad);
 		} else if (rc == 0) {
 			d.kind = RS_RUN;
 		}
@@ -438,7 +514,7 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 			switch (d.kind) {
 			case RS_RUN:
 				attempts++;
-				rc = run_attempt(c, r, e, input, &att, &bad);
+				rc = run_attempt(c, r, pe, input, &att, &bad);
 				break;
 			case RS_FINISH:
 			case RS_DONE:
@@ -454,7 +530,7 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 				if (d.kind == RS_FINISH) {
 					resumed = 1;
 					ftcc_fault("fill", r->seq, 0);
-					rc = eng_fill(c, e, r->seq, r, &d, &bad);
+					rc = eng_fill(c, pe, r->seq, r, &d, &bad);
 					if (rc == 0) {
 						for (uint32_t k = 0; k < att.nchunks; k++) {
 							algo_have_set(att.have, k);
@@ -467,9 +543,12 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 				break;
 			}
 		}
-		if (rc == 0 && d.kind != RS_DONE && e->nmembers > 2) {
+		/* Two members of a recursive doubling op return at once: each keeps a copy of
+		 * the result for the other instead (remember()). */
+		two_rd = pe && pe->nmembers == 2 && att.algo == ALGO_RD;
+		if (rc == 0 && d.kind != RS_DONE && pe->nmembers >= 2 && !two_rd) {
 			ftcc_fault("have", r->seq, 0);
-			rc = eng_have(c, e, r->seq, &bad);
+			rc = eng_have(c, pe, r->seq, &bad);
 		}
 		ctl_epoch_put(e);
 		if (rc == 0) {
@@ -485,6 +564,7 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 			return;
 		}
 	}
+	/* before the policy scales the result; a DONE decision leaves nobody lacking it */
+	remember(c, r, &att, last_epoch, two_rd && d.kind != RS_DONE);
 	finish_op(c, r, &att, attempts ? attempts : 1, resumed);
-	remember(c, r->seq, &att);
 }

@@ -55,6 +55,13 @@ struct eng_done {
 	uint64_t seq; /* UINT64_MAX: empty */
 	struct eng_att att;
 	uint64_t reported; /* newest epoch it was reported in */
+	/* A 2-member recursive doubling op returns without the have notices: a copy of its
+	 * result stays here (two ops long, in one of the comm's two copy buffers) so that this
+	 * member can give it to its peer, whose last frame a broken link may have lost. NULL
+	 * otherwise. */
+	void *copy;
+	size_t count;
+	enum ftcc_dtype dtype;
 };
 
 /* One member of a group: the membership, the data plane, the op queue and the executor. */
@@ -77,8 +84,10 @@ struct ftcc_comm {
 	struct ftcc_request *live;	    /* not collected yet, freed by destroy (under mu) */
 	uint64_t next_seq;		    /* given to the next op started (under mu) */
 	uint64_t exec_seq;		    /* the next op to run (executor's) */
-	atomic_uint ctl_gen;		    /* bumped on every membership change */
-	unsigned sync_gen;		    /* executor's: ctl_gen at the last sync */
+	int failed;	     /* gave up (left the group): the sticky error (under mu) */
+	int64_t timeout_ms;  /* the failure timeout in effect */
+	atomic_uint ctl_gen; /* bumped on every membership change */
+	unsigned sync_gen;   /* executor's: ctl_gen at the last sync */
 
 	/* Executor's (whoever holds executing): */
 	uint64_t dp_epoch;  /* epoch whose members the data plane knows */
@@ -90,7 +99,12 @@ struct ftcc_comm {
 	size_t keep_len;
 	void *ident; /* the identity input of a member catching up */
 	size_t ident_len;
-	struct rs_report *reports; /* FTCC_MAX_MEMBERS, for the resume exchanges */
+	struct ctl_epoch *opv; /* eng_op_view()'s buffer */
+	size_t opv_cap;
+	void *copybuf[2]; /* eng_done copies, by op parity */
+	size_t copycap[2];
+	struct eng_done *copyowner[2]; /* the entry whose copy is in copybuf[k], or NULL */
+	struct rs_report *reports;     /* FTCC_MAX_MEMBERS, for the resume exchanges */
 	uint64_t last_warned_epoch;
 
 	char last_error[256]; /* under mu */
@@ -102,6 +116,20 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r);
 /* Reports the completed ops a newer epoch reopens (members still finishing them wait for these
  * reports). Executor only; cheap when nothing changed. */
 void eng_sync_done(struct ftcc_comm *c);
+/* The same for epoch @e: every completed op from its boundary (within ENG_WINDOW) not yet
+ * reported in it. Called before this member's own exchanges in @e, whose frames come after
+ * those reports on every link (the tag order). Executor only. */
+void eng_sync_epoch(struct ftcc_comm *c, const struct ctl_epoch *e);
+
+/* The members of @e that take part in op @seq (those whose start is at or below it: a joiner
+ * admitted from a later op is not part of the ops below it, even in an epoch that reopened
+ * them): @e itself when all do, else a filtered copy in the executor's buffer, valid until the
+ * next call. NULL when out of memory. Executor only. */
+const struct ctl_epoch *eng_op_view(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq);
+
+/* This member gives up: it leaves the group (LEAVE with @why, so the others finish without it
+ * at once) and every later op fails with FTCC_ERR_LOST. */
+void eng_give_up(struct ftcc_comm *c, int err, const char *why);
 
 /* Records the communicator's last failure text. */
 void eng_set_error(struct ftcc_comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -125,10 +153,12 @@ struct eng_check {
 };
 int eng_check(void *arg);
 
-/* The resume exchange of op @seq in epoch @e: sends this member's report, gathers everyone's,
- * decides. 0 or an error (dp's, or the check's). */
+/* The resume exchange of op @seq in epoch @e: sends this member's report (@mine, with the
+ * RS_F_* @flags: COMPLETED|SERVE from a member that returned the op and kept a copy), gathers
+ * everyone's, decides. 0 or an error (dp's, or the check's). */
 int eng_exchange(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq,
-		 const struct eng_att *mine, struct rs_decision *d, uint32_t *bad_peer);
+		 const struct eng_att *mine, uint32_t flags, struct rs_decision *d,
+		 uint32_t *bad_peer);
 
 /* Pushes and receives the chunks of attempt @d that members of @e lack (reports from the
  * exchange). 0 or an error. */

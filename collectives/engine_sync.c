@@ -5,6 +5,7 @@
 #include "engine.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,7 +54,8 @@ static void report_of(const struct eng_att *att, uint32_t id, uint64_t seq, uint
 }
 
 int eng_exchange(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq,
-		 const struct eng_att *mine, struct rs_decision *d, uint32_t *bad_peer)
+		 const struct eng_att *mine, uint32_t flags, struct rs_decision *d,
+		 uint32_t *bad_peer)
 {
 	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, i;
 	struct dp_xfer *x;
@@ -67,7 +69,12 @@ int eng_exchange(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq,
 		free(bufs);
 		return -ENOMEM;
 	}
-	report_of(mine, c->rank, seq, 0, &c->reports[self]);
+	report_of(mine, c->rank, seq, flags, &c->reports[self]);
+	if (flags & RS_F_COMPLETED) {
+		for (i = 0; i < mine->nchunks; i++) {
+			algo_have_set(c->reports[self].have, i);
+		}
+	}
 	resume_encode(&c->reports[self], bufs + (size_t)n * RS_WIRE_SIZE);
 	for (i = 0; i < n; i++) {
 		if (i == self) {
@@ -214,15 +221,38 @@ int eng_have(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, uint3
 	return rc;
 }
 
-/* Sends the completed report of done entry @dn to every other member of @e. */
+/* A completed op that kept a copy (eng_done): the whole exchange, as a member still in the op
+ * would run it, and the chunks the decision asks of this member, from the copy. */
+static int serve_done(struct ftcc_comm *c, const struct ctl_epoch *e, struct eng_done *dn,
+		      uint32_t *bad)
+{
+	struct ftcc_request fake = {
+		.seq = dn->seq, .recvbuf = dn->copy, .count = dn->count, .dtype = dn->dtype
+	};
+	struct rs_decision d;
+	int rc = eng_exchange(c, e, dn->seq, &dn->att, RS_F_COMPLETED | RS_F_SERVE, &d, bad);
+
+	if (rc == 0 && d.kind == RS_FINISH) {
+		rc = eng_fill(c, e, dn->seq, &fake, &d, bad);
+	}
+	return rc;
+}
+
+/* Sends the completed report of done entry @dn to every other member of @e (with a copy kept:
+ * the whole exchange, serving what is missing). */
 static int report_done(struct ftcc_comm *c, const struct ctl_epoch *e, struct eng_done *dn)
 {
 	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, i, bad = UINT32_MAX;
 	uint8_t buf[RS_WIRE_SIZE];
 	struct rs_report rep;
-	struct dp_xfer *x = calloc(n, sizeof(*x));
+	struct dp_xfer *x;
 	int nx = 0, rc;
 
+	if (dn->copy) {
+		rc = serve_done(c, e, dn, &bad);
+		goto out;
+	}
+	x = calloc(n, sizeof(*x));
 	if (!x) {
 		return -ENOMEM;
 	}
@@ -242,50 +272,130 @@ static int report_done(struct ftcc_comm *c, const struct ctl_epoch *e, struct en
 		}
 	}
 	rc = run_xfers(c, x, nx, dn->seq, e->epoch, &bad);
-	if (rc == -EPIPE || rc == -EPROTO) {
-		ctl_member_suspect(c->ctl, bad, CTL_EV_DEATH);
-	}
 	free(x);
+out:
+	if (rc == -EPIPE || rc == -EPROTO || rc == -EHOSTUNREACH) {
+		/* The member waiting for this report needs another epoch: ask for it. This
+		 * member reports again in that epoch. */
+		ctl_member_suspect(c->ctl, bad, rc == -EHOSTUNREACH ? CTL_EV_CUT : CTL_EV_LINK,
+				   dn->seq);
+	}
 	return rc;
+}
+
+void eng_sync_epoch(struct ftcc_comm *c, const struct ctl_epoch *e)
+{
+	if (!e || e->epoch <= 1 || e->self_index < 0) {
+		return;
+	}
+	for (uint64_t s = e->boundary; s < e->boundary + ENG_WINDOW && s < c->exec_seq; s++) {
+		struct eng_done *dn = &c->done[s % ENG_DONE_RING];
+		int rc;
+
+		if (dn->seq != s || dn->reported >= e->epoch) {
+			continue;
+		}
+		int prc = eng_dp_peers(c, e);
+		const struct ctl_epoch *pe = prc ? NULL : eng_op_view(c, e, s);
+
+		if (pe && pe->self_index < 0) {
+			break;
+		}
+		if (pe) {
+			dn->reported = e->epoch;
+			prc = report_done(c, pe, dn);
+		} else if (!prc) {
+			prc = -ENOMEM;
+		}
+		if (prc == -ENOMEM || prc == -EINVAL) {
+			/* the others would wait for this report: they must not */
+			char why[128];
+
+			snprintf(why, sizeof(why), "cannot report op %llu in epoch %llu: %s",
+				 (unsigned long long)s, (unsigned long long)e->epoch,
+				 strerror(-prc));
+			dn->reported = 0;
+			eng_give_up(c, prc == -ENOMEM ? FTCC_ERR_NOMEM : FTCC_ERR_SYSTEM, why);
+			break;
+		}
+		rc = prc;
+		if (rc) {
+			/* a newer epoch came meanwhile, or the link failed: report again in the
+			 * next epoch (asked for by report_done on a link failure) */
+			dn->reported = 0;
+			break;
+		}
+	}
 }
 
 void eng_sync_done(struct ftcc_comm *c)
 {
 	unsigned gen = atomic_load(&c->ctl_gen);
 	struct ctl_view v;
-	uint64_t s;
 
 	if (gen == c->sync_gen) {
 		return;
 	}
 	c->sync_gen = gen;
 	ctl_member_view(c->ctl, &v);
-	if (!v.e || v.e->epoch <= 1 || v.e->self_index < 0) {
-		ctl_epoch_put(v.e);
-		return;
-	}
-	for (s = v.e->boundary; s < v.e->boundary + ENG_WINDOW && s < c->exec_seq; s++) {
-		struct eng_done *dn = &c->done[s % ENG_DONE_RING];
-		int rc;
+	eng_sync_epoch(c, v.e);
+	ctl_epoch_put(v.e);
+}
 
-		if (dn->seq != s || dn->reported >= v.e->epoch) {
+const struct ctl_epoch *eng_op_view(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq)
+{
+	uint32_t n = 0;
+	size_t need;
+
+	for (uint32_t i = 0; i < e->nmembers; i++) {
+		n += e->members[i].start <= seq;
+	}
+	if (n == e->nmembers) {
+		return e;
+	}
+	need = sizeof(*e) + (size_t)n * sizeof(e->members[0]);
+	if (need > c->opv_cap) {
+		struct ctl_epoch *v = realloc(c->opv, need);
+
+		if (!v) {
+			return NULL;
+		}
+		c->opv = v;
+		c->opv_cap = need;
+	}
+	c->opv->epoch = e->epoch;
+	c->opv->boundary = e->boundary;
+	c->opv->coord = e->coord;
+	c->opv->self_index = -1;
+	c->opv->nmembers = 0;
+	for (uint32_t i = 0; i < e->nmembers; i++) {
+		if (e->members[i].start > seq) {
 			continue;
 		}
-		if (eng_dp_peers(c, v.e)) {
-			break;
+		if ((int)i == e->self_index) {
+			c->opv->self_index = (int)c->opv->nmembers;
 		}
-		dn->reported = v.e->epoch;
-		rc = report_done(c, v.e, dn);
-		if (rc == -ESTALE) {
-			/* a newer epoch came meanwhile: the next sync reports in it */
-			dn->reported = 0;
-			break;
-		}
-		if (rc) {
-			break; /* aborted, or this member's group is gone */
-		}
+		c->opv->members[c->opv->nmembers++] = e->members[i];
 	}
-	ctl_epoch_put(v.e);
+	return c->opv;
+}
+
+void eng_give_up(struct ftcc_comm *c, int err, const char *why)
+{
+	int first;
+
+	pthread_mutex_lock(&c->mu);
+	first = !c->failed;
+	if (first) {
+		c->failed = err;
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (!first || atomic_load(&c->aborted)) {
+		return;
+	}
+	ftcc_warn("engine: group %s: member %u gives up and leaves the group: %s", c->group,
+		  c->rank, why);
+	ctl_member_leave(c->ctl, why);
 }
 
 /* Identity elements, little-endian bytes, per type: [0] SUM/AVG is all zero. */

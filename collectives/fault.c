@@ -15,11 +15,12 @@
 
 #include "ftcc/log.h"
 #include "ftcc/settings.h"
+#include "ftcc/sys.h"
 
 #define FAULT_MAX 16
 #define FAULT_ANY_STEP UINT64_MAX
 
-enum fault_action { FAULT_KILL, FAULT_STOP, FAULT_EXIT };
+enum fault_action { FAULT_KILL, FAULT_STOP, FAULT_EXIT, FAULT_RESET, FAULT_FAIL };
 
 /* One armed spec. */
 struct fault_spec {
@@ -33,7 +34,7 @@ struct fault_spec {
 int ftcc_fault_armed;
 
 static const char *const fault_points[] = {
-	"connect", "rs", "ag", "rd", "report", "decide", "fill", "have", "epoch", "join",
+	"connect", "rs", "ag", "rd", "report", "decide", "fill", "have", "epoch", "join", "input",
 };
 
 static struct fault_spec fault_specs[FAULT_MAX];
@@ -117,6 +118,10 @@ static int fault_parse_one(const char *s, size_t len, struct fault_spec *f)
 			f->action = FAULT_STOP;
 		} else if (fault_field_is(field[3], flen[3], "exit")) {
 			f->action = FAULT_EXIT;
+		} else if (fault_field_is(field[3], flen[3], "reset")) {
+			f->action = FAULT_RESET;
+		} else if (fault_field_is(field[3], flen[3], "fail")) {
+			f->action = FAULT_FAIL;
 		} else {
 			return -EINVAL;
 		}
@@ -151,7 +156,7 @@ int ftcc_fault_load(void)
 	atomic_store(&fault_nspecs, 0);
 	if (rc) {
 		ftcc_warn("FTCC_FAULT=\"%s\": expected point:seq[:step[:action]] (at most %d, "
-			  "comma-separated; action kill, stop or exit); nothing armed",
+			  "comma-separated; action kill, stop, exit, reset or fail); nothing armed",
 			  text, FAULT_MAX);
 		n = 0;
 	}
@@ -168,9 +173,27 @@ int ftcc_fault_load(void)
 	return rc;
 }
 
-void ftcc_fault_hit(const char *point, uint64_t seq, uint32_t step)
+static const char *fault_action_text(enum fault_action a)
+{
+	switch (a) {
+	case FAULT_EXIT:
+		return "exiting";
+	case FAULT_STOP:
+		return "stopping";
+	case FAULT_RESET:
+		return "resetting my next data-plane send";
+	case FAULT_FAIL:
+		return "failing";
+	case FAULT_KILL:
+		break;
+	}
+	return "killing myself";
+}
+
+int ftcc_fault_hit(const char *point, uint64_t seq, uint32_t step)
 {
 	unsigned n = atomic_load(&fault_nspecs);
+	int fail = 0;
 
 	for (unsigned i = 0; i < n; i++) {
 		struct fault_spec *f = &fault_specs[i];
@@ -180,10 +203,7 @@ void ftcc_fault_hit(const char *point, uint64_t seq, uint32_t step)
 			continue;
 		}
 		ftcc_warn("FTCC_FAULT: %s at %s op %" PRIu64 " step %" PRIu32,
-			  f->action == FAULT_EXIT ? "exiting" :
-			  f->action == FAULT_STOP ? "stopping" :
-						    "killing myself",
-			  point, seq, step);
+			  fault_action_text(f->action), point, seq, step);
 		switch (f->action) {
 		case FAULT_EXIT:
 			_exit(3);
@@ -193,6 +213,13 @@ void ftcc_fault_hit(const char *point, uint64_t seq, uint32_t step)
 		case FAULT_KILL:
 			kill(getpid(), SIGKILL);
 			break;
+		case FAULT_RESET:
+			ftcc_sys_inject_arm("sendv", 1);
+			break;
+		case FAULT_FAIL:
+			fail = 1;
+			break;
 		}
 	}
+	return fail;
 }

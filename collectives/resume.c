@@ -2,6 +2,7 @@
  * and the reports' wire form.
  */
 #include "ftcc/resume.h"
+#include "ftcc/algo.h"
 #include "ftcc/le.h"
 
 #include <errno.h>
@@ -21,16 +22,20 @@ static int same_attempt(const struct rs_report *a, const struct rs_report *b)
 
 static int report_valid(const struct rs_report *r, uint64_t seq)
 {
-	if (r->seq != seq || (r->flags & ~(uint32_t)(RS_F_ATTEMPT | RS_F_COMPLETED))) {
+	if (r->seq != seq || (r->flags & ~(uint32_t)(RS_F_ATTEMPT | RS_F_COMPLETED | RS_F_SERVE))) {
 		return 0;
 	}
 	if ((r->flags & RS_F_COMPLETED) && !(r->flags & RS_F_ATTEMPT)) {
 		return 0;
 	}
+	if ((r->flags & RS_F_SERVE) && !(r->flags & RS_F_COMPLETED)) {
+		return 0;
+	}
 	if (r->flags & RS_F_ATTEMPT) {
 		uint32_t c, k = 0;
 
-		if (r->nchunks == 0 || r->nchunks > RS_CHUNKS_MAX || r->att_epoch == 0) {
+		if (r->nchunks == 0 || r->nchunks > RS_CHUNKS_MAX || r->att_epoch == 0 ||
+		    (r->att_algo != ALGO_RING && r->att_algo != ALGO_RD)) {
 			return 0;
 		}
 		for (c = 0; c < FTCC_MAX_MEMBERS; c++) {
@@ -58,11 +63,20 @@ static int oldest_after(const struct rs_report *r, uint32_t n, uint64_t after)
 	return best;
 }
 
+/* Whether report @r holds chunk @c of the attempt of @a (a completed one holds all of it). */
+static int holds(const struct rs_report *r, const struct rs_report *a, uint32_t c)
+{
+	if (!(r->flags & RS_F_ATTEMPT) || r->att_epoch != a->att_epoch) {
+		return 0;
+	}
+	return (r->flags & RS_F_COMPLETED) || bit(r->have, c);
+}
+
 /* Fills @d for attempt @a if the reports cover it: 1 covered, 0 not, -EPROTO. */
 static int try_attempt(const struct rs_report *r, uint32_t n, const struct rs_report *a,
 		       struct rs_decision *d)
 {
-	int completed = 0;
+	int completed = 0, fills = 0;
 	uint32_t i, c;
 
 	for (i = 0; i < n; i++) {
@@ -75,28 +89,35 @@ static int try_attempt(const struct rs_report *r, uint32_t n, const struct rs_re
 		completed |= !!(r[i].flags & RS_F_COMPLETED);
 	}
 	for (c = 0; c < a->nchunks; c++) {
-		uint32_t prov = UINT32_MAX, held_done = 0;
+		uint32_t prov = UINT32_MAX, copy = UINT32_MAX, held_done = 0, lacking = 0;
 
 		for (i = 0; i < n; i++) {
-			if (!(r[i].flags & RS_F_ATTEMPT) || r[i].att_epoch != a->att_epoch) {
-				continue;
-			}
-			if (r[i].flags & RS_F_COMPLETED) {
+			if (!holds(&r[i], a, c)) {
+				lacking = 1;
+			} else if (!(r[i].flags & RS_F_COMPLETED)) {
+				prov = prov == UINT32_MAX ? i : prov;
+			} else {
 				held_done = 1;
-			} else if (bit(r[i].have, c) && prov == UINT32_MAX) {
-				prov = i;
+				if ((r[i].flags & RS_F_SERVE) && copy == UINT32_MAX) {
+					copy = i;
+				}
 			}
 		}
 		if (prov == UINT32_MAX && !held_done) {
 			return 0;
 		}
-		/* Held only by members that returned it: the others must all hold it too. */
-		if (prov == UINT32_MAX && !completed) {
-			return -EPROTO;
+		/* A member that returned serves only from a copy it kept, and only when no member
+		 * still in the op holds the chunk. */
+		if (prov == UINT32_MAX && lacking) {
+			prov = copy;
+			if (prov == UINT32_MAX) {
+				return -EPROTO;
+			}
 		}
-		d->provider[c] = prov;
+		d->provider[c] = lacking ? prov : UINT32_MAX;
+		fills |= lacking;
 	}
-	d->kind = completed ? RS_DONE : RS_FINISH;
+	d->kind = completed && !fills ? RS_DONE : RS_FINISH;
 	d->att_epoch = a->att_epoch;
 	d->att_algo = a->att_algo;
 	d->nchunks = a->nchunks;
@@ -128,8 +149,8 @@ int resume_decide(const struct rs_report *r, uint32_t n, struct rs_decision *d)
 			if (rc < 0) {
 				return rc;
 			}
-			if (rc == 0 || d->kind != RS_DONE) {
-				return -EPROTO;
+			if (rc == 0) {
+				return -EPROTO; /* a completed report covers its attempt */
 			}
 			for (a = 0; a < (int)n; a++) {
 				if ((r[a].flags & RS_F_COMPLETED) &&

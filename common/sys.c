@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -88,6 +89,24 @@ void ftcc_sys_inject_reload(const char *spec)
 			s++;
 	}
 	atomic_store_explicit(&inject_armed, total, memory_order_relaxed);
+	pthread_mutex_unlock(&inject_lock);
+}
+
+void ftcc_sys_inject_arm(const char *name, long count)
+{
+	pthread_mutex_lock(&inject_lock);
+	int i;
+	for (i = 0; i < inject_nslots && strcmp(inject_slots[i].name, name) != 0; i++) {
+	}
+	if (i == inject_nslots && inject_nslots < INJECT_MAX && strlen(name) < INJECT_NAME_MAX) {
+		snprintf(inject_slots[i].name, INJECT_NAME_MAX, "%s", name);
+		inject_slots[i].left = 0;
+		inject_nslots++;
+	}
+	if (i < inject_nslots && count > 0) {
+		inject_slots[i].left += count;
+		atomic_fetch_add_explicit(&inject_armed, count, memory_order_relaxed);
+	}
 	pthread_mutex_unlock(&inject_lock);
 }
 

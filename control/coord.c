@@ -235,7 +235,7 @@ void coord_stop(struct ctl_coord *c, uint32_t code, const char *fmt, ...)
 	c->stop_code = code;
 	c->state = CTL_C_STOPPED;
 	c->prop_epoch = 0;
-	ftcc_log(code == CTL_REF_CLOSED ? FTCC_LOG_INFO : FTCC_LOG_WARN,
+	ftcc_log(code == CTL_REF_CLOSED || code == CTL_REF_LEFT ? FTCC_LOG_INFO : FTCC_LOG_WARN,
 		 "control: group %s: coordinator stops: %s", c->cfg.group, c->stop_reason);
 	for (i = 0; i < c->n; i++) {
 		struct coord_slot *s = &c->slots[i];
@@ -256,6 +256,17 @@ void ctl_coord_shutdown(struct ctl_coord *c, uint64_t now)
 {
 	(void)now;
 	coord_stop(c, CTL_REF_CLOSED, "coordinator of group %s shut down", c->cfg.group);
+}
+
+void ctl_coord_host_left(struct ctl_coord *c, const char *reason, uint64_t now)
+{
+	(void)now;
+	if (c->cfg.host == CTL_NO_MEMBER) {
+		ctl_coord_shutdown(c, now);
+		return;
+	}
+	coord_stop(c, CTL_REF_LEFT, "member %u, the coordinator of group %s, left: %s", c->cfg.host,
+		   c->cfg.group, reason && reason[0] ? reason : "no reason given");
 }
 
 /* ---- membership changes --------------------------------------------------------------------- */
@@ -284,16 +295,27 @@ void coord_remove(struct ctl_coord *c, uint32_t id, int death, const char *why, 
 	}
 }
 
+/* Whether member slot @s is proven out of the group: its own words (LEAVE), or a new
+ * incarnation of it asking to join. A connection closed or reset, a refused connect, silence:
+ * none of these proves a process gone (a firewall forges resets; a partition looks like
+ * silence), so none of them lets a minority go on. A daemon is the only authority of its groups
+ * (no member ever takes over), so a death it proved itself by its own probe counts too. */
+static int proven_out(const struct ctl_coord *c, const struct coord_slot *s)
+{
+	if (s->deserted) {
+		return 0; /* it follows another coordinator: what it did proves nothing here */
+	}
+	return s->gone || (c->cfg.host == CTL_NO_MEMBER && s->remove_death);
+}
+
 /* The safety rule for acting without some members: the members @live may go on without the
  * others of epoch @c->epoch when they are a quorum of all its members, or when every member
- * outside them is proven dead (only the dead could have formed another group). Members that
- * died are NOT dropped from the base otherwise: a member that is dead now may have helped a
- * majority elsewhere move on before it died. */
-static int coord_may_proceed(struct ctl_coord *c, const uint8_t *is_live, char *why, size_t len,
-			     const char *who)
+ * outside them is proven out (only those could have formed another group, and they cannot). */
+int coord_may_proceed(struct ctl_coord *c, const uint8_t *is_live, char *why, size_t len,
+		      const char *who)
 {
 	uint32_t live[CTL_MAX_MEMBERS] = { 0 }, base[CTL_MAX_MEMBERS] = { 0 };
-	uint32_t nlive = 0, nbase = 0, ndead_out = 0, i;
+	uint32_t nlive = 0, nbase = 0, nout = 0, i;
 
 	for (i = 0; i < c->n; i++) {
 		struct coord_slot *s = &c->slots[i];
@@ -304,34 +326,19 @@ static int coord_may_proceed(struct ctl_coord *c, const uint8_t *is_live, char *
 		base[nbase++] = i;
 		if (is_live[i]) {
 			live[nlive++] = i;
-		} else if ((s->remove_death || s->dead) && !s->deserted) {
-			ndead_out++;
+		} else if (proven_out(c, s)) {
+			nout++;
 		}
 	}
-	if (ctl_quorum(live, nlive, base, nbase) || (nlive && nlive + ndead_out == nbase)) {
+	if (ctl_quorum(live, nlive, base, nbase) || (nlive && nlive + nout == nbase)) {
 		return 1;
 	}
 	snprintf(why, len,
 		 "%s reaches %u of the %u members of epoch %" PRIu64
-		 " of group %s (%u proven dead), not a majority (no quorum): it cannot tell dead "
-		 "members from a network partition, so this side stops",
-		 who, nlive, nbase, c->epoch, c->cfg.group, ndead_out);
+		 " of group %s (%u left on purpose), not a majority (no quorum): it cannot tell "
+		 "dead members from a network partition, so this side stops",
+		 who, nlive, nbase, c->epoch, c->cfg.group, nout);
 	return 0;
-}
-
-/* RUNNING: whether the members heard within the timeout may go on without the others. */
-static int coord_has_quorum(struct ctl_coord *c, uint64_t now, char *why, size_t len)
-{
-	uint8_t live[CTL_MAX_MEMBERS];
-	uint32_t i;
-
-	for (i = 0; i < c->n; i++) {
-		struct coord_slot *s = &c->slots[i];
-
-		live[i] = s->state == SLOT_IN && !s->remove_death && s->conn != CTL_CONN_NONE &&
-			  now - s->last_rx <= c->cfg.timeout_ms;
-	}
-	return coord_may_proceed(c, live, why, len, "the coordinator");
 }
 
 /* Opens a proposal for the pending changes, if any. */
@@ -340,6 +347,7 @@ static void coord_propose(struct ctl_coord *c, uint64_t now)
 	uint32_t i, n = 0, stayers = 0;
 	int change = 0;
 
+	change = c->retry_pending;
 	for (i = 0; i < c->n; i++) {
 		struct coord_slot *s = &c->slots[i];
 
@@ -371,8 +379,11 @@ static void coord_propose(struct ctl_coord *c, uint64_t now)
 	}
 	c->prop_epoch = ++c->max_epoch;
 	c->prop_start = now;
-	ftcc_log(FTCC_LOG_INFO, "control: group %s: proposing epoch %" PRIu64 " (%u members)",
-		 c->cfg.group, c->prop_epoch, n);
+	c->prop_retry = c->retry_pending;
+	c->retry_pending = 0;
+	ftcc_log(FTCC_LOG_INFO, "control: group %s: proposing epoch %" PRIu64 " (%u members)%s%s",
+		 c->cfg.group, c->prop_epoch, n, c->prop_retry ? ": another attempt, " : "",
+		 c->prop_retry ? c->retry_why : "");
 	for (i = 0; i < c->n; i++) {
 		struct coord_slot *s = &c->slots[i];
 
@@ -386,7 +397,8 @@ static void coord_propose(struct ctl_coord *c, uint64_t now)
 }
 
 /* Boundary of the open proposal: the lowest op some stayer has not done when members are
- * removed, else past every stayer's next op plus the slack (nobody waits). */
+ * removed or the ops in flight need another attempt, else past every stayer's next op plus
+ * the slack (nobody waits). */
 static uint64_t prop_boundary(struct ctl_coord *c, int removal)
 {
 	uint64_t b = removal ? UINT64_MAX : c->boundary;
@@ -414,7 +426,7 @@ void coord_commit(struct ctl_coord *c, uint64_t now)
 	uint8_t live[CTL_MAX_MEMBERS];
 	char why[CTL_TEXT_MAX];
 	int removal = 0;
-	uint64_t b;
+	uint64_t b, jb;
 	uint32_t i;
 
 	/* The safety rule once more, over the members that answered: whatever the reason for
@@ -429,26 +441,23 @@ void coord_commit(struct ctl_coord *c, uint64_t now)
 		return;
 	}
 
+	removal = c->prop_retry;
 	for (i = 0; i < c->n; i++) {
 		removal |= c->slots[i].state == SLOT_IN && !c->slots[i].in_prop;
 	}
 	b = prop_boundary(c, removal);
-	for (i = 0; i < c->n; i++) {
-		struct coord_slot *s = &c->slots[i];
-
-		if (s->state == SLOT_IN && s->in_prop && s->join_start > b) {
-			/* Admitted at an op not reached before this removal's boundary: it leaves
-			 * this epoch and joins again at the next one, from a later boundary. */
-			s->in_prop = 0;
-			s->join = 1;
-			s->join_conn = s->conn;
-			s->join_rec = s->rec;
-			s->join_catchup = !(s->rec.flags & CTL_MF_CONTRIB);
-			s->join_rx = s->last_rx;
-			s->conn = CTL_CONN_NONE;
-			s->state = SLOT_EMPTY;
+	/* A joiner starts past every stayer's next op even when the epoch reopens ops from @b:
+	 * the ops below that some stayer may have finished already, and nobody could serve a
+	 * newcomer their results. */
+	jb = removal ? prop_boundary(c, 0) : b;
+	if (removal) {
+		/* This epoch reopens every op in flight: the retries asked so far are done. */
+		for (i = 0; i < COORD_LINKS; i++) {
+			c->links[i].want_retry = 0;
 		}
 	}
+	/* A joiner stays, with its first op @jb: the ops below it run without it (each member's
+	 * record carries its start). */
 	for (i = 0; i < c->n; i++) {
 		struct coord_slot *s = &c->slots[i];
 
@@ -477,13 +486,15 @@ void coord_commit(struct ctl_coord *c, uint64_t now)
 			s->abandoned_conn = CTL_CONN_NONE;
 			s->join = 0;
 			s->join_conn = CTL_CONN_NONE;
-			s->join_start = b;
-			s->rec.done = b;
 			s->dead = 0; /* evidence was against the incarnation this one replaces */
+			s->gone = 0;
 			s->deserted = 0;
 			s->reported = 0;
-			s->next_op = s->done_op = b;
+			s->probing = 0;
+			s->rec.done = jb;
+			s->next_op = s->done_op = jb;
 			s->last_rx = now;
+			s->rec.start = jb;
 		} else {
 			s->rec.done = s->done_op;
 		}
@@ -494,6 +505,7 @@ void coord_commit(struct ctl_coord *c, uint64_t now)
 	c->epoch = c->prop_epoch;
 	c->boundary = b;
 	c->prop_epoch = 0;
+	c->prop_retry = 0;
 	ftcc_log(FTCC_LOG_INFO, "control: group %s: epoch %" PRIu64 " from op %" PRIu64,
 		 c->cfg.group, c->epoch, c->boundary);
 	for (i = 0; i < c->n; i++) {
@@ -520,7 +532,7 @@ static void coord_form(struct ctl_coord *c, uint64_t now)
 	c->boundary = 0;
 	for (i = 0; i < c->n; i++) {
 		c->slots[i].rec.done = 0;
-		c->slots[i].join_start = 0;
+		c->slots[i].rec.start = 0;
 		c->slots[i].last_rx = now;
 	}
 	ftcc_log(FTCC_LOG_INFO, "control: group %s formed: epoch %" PRIu64 ", %u members",
@@ -549,14 +561,20 @@ void coord_adopt(struct ctl_coord *c, uint64_t epoch, const struct ctl_member_re
 			continue;
 		}
 		s = &c->slots[members[i].id];
-		if (s->reported && s->rec.incarnation != members[i].incarnation) {
-			s->reported = 0;
-			slot_detach(c, s);
+		if (s->rec.incarnation != members[i].incarnation) {
+			/* what was known was about another incarnation */
+			s->dead = 0;
+			s->gone = 0;
+			if (s->reported) {
+				s->reported = 0;
+				slot_detach(c, s);
+			}
 		}
 		s->state = SLOT_IN;
 		s->rec = members[i];
 		s->rec.flags &= CTL_MF_CONTRIB;
 		s->dead |= (members[i].flags & CTL_MF_DEAD) != 0;
+		s->gone |= (members[i].flags & CTL_MF_LEFT) != 0;
 		if (!s->reported) {
 			s->last_rx = now;
 		}
@@ -577,8 +595,9 @@ static void coord_takeover_check(struct ctl_coord *c, uint64_t now)
 	for (i = 0; i < c->n; i++) {
 		struct coord_slot *s = &c->slots[i];
 
-		live[i] = s->state == SLOT_IN && s->reported && !s->dead;
-		if (s->state == SLOT_IN && !s->reported && !s->dead && i != c->cfg.suspect) {
+		live[i] = s->state == SLOT_IN && s->reported && !s->dead && !s->gone;
+		if (s->state == SLOT_IN && !s->reported && !s->dead && !s->gone &&
+		    i != c->cfg.suspect) {
 			waiting++;
 		}
 	}
@@ -602,12 +621,11 @@ static void coord_takeover_check(struct ctl_coord *c, uint64_t now)
 		if (s->state != SLOT_IN) {
 			continue;
 		}
-		s->join_start = 0;
 		if (!live[i]) {
-			coord_remove(c, i, s->dead,
+			coord_remove(c, i, s->dead || s->gone,
+				     s->gone ? "left the group (takeover)" :
 				     s->dead ? "dead (takeover)" :
-					       "did not report to "
-					       "the new coordinator",
+					       "did not report to the new coordinator",
 				     now);
 		} else {
 			s->last_rx = now;
@@ -616,67 +634,15 @@ static void coord_takeover_check(struct ctl_coord *c, uint64_t now)
 	for (i = 0; i < c->n; i++) {
 		c->slots[i].dead = 0; /* carried by remove_death from here on */
 	}
-	ftcc_warn("control: group %s: member %u takes over from epoch %" PRIu64, c->cfg.group,
-		  c->cfg.host, c->epoch);
+	/* Taking over from a coordinator that left on purpose is routine; from a lost one, not. */
+	ftcc_log(c->cfg.suspect < c->n && c->slots[c->cfg.suspect].gone ? FTCC_LOG_INFO :
+									  FTCC_LOG_WARN,
+		 "control: group %s: member %u takes over from epoch %" PRIu64, c->cfg.group,
+		 c->cfg.host, c->epoch);
 	ctl_coord_tick(c, now);
 }
 
 /* ---- timers ------------------------------------------------------------------------------- */
-
-/* Silence verdicts: members not heard for the timeout are removed while the others form a
- * quorum; without one the coordinator stops. */
-static void coord_check_silence(struct ctl_coord *c, uint64_t now)
-{
-	char why[CTL_TEXT_MAX];
-	int silent = 0;
-	uint32_t i;
-
-	for (i = 0; i < c->n; i++) {
-		struct coord_slot *s = &c->slots[i];
-
-		if (s->state == SLOT_IN && !s->remove && now - s->last_rx > c->cfg.timeout_ms) {
-			silent = 1;
-		}
-		if (c->prop_epoch && s->in_prop && s->state == SLOT_IN && !s->acked &&
-		    now - c->prop_start > c->cfg.timeout_ms) {
-			silent = 1;
-		}
-	}
-	for (i = 0; i < c->n; i++) {
-		struct coord_slot *s = &c->slots[i];
-
-		if (s->join && now - s->join_rx > c->cfg.timeout_ms) {
-			ftcc_log(FTCC_LOG_INFO, "control: group %s: joiner %u silent; dropped",
-				 c->cfg.group, i);
-			if (s->join_conn != CTL_CONN_NONE) {
-				c->ops.close(c->ops.arg, s->join_conn);
-			}
-			s->join = 0;
-			s->join_conn = CTL_CONN_NONE;
-		}
-	}
-	if (!silent) {
-		return;
-	}
-	if (!coord_has_quorum(c, now, why, sizeof(why))) {
-		coord_stop(c, CTL_REF_NO_QUORUM, "%s", why);
-		return;
-	}
-	for (i = 0; i < c->n; i++) {
-		struct coord_slot *s = &c->slots[i];
-
-		if (s->state != SLOT_IN || s->remove) {
-			continue;
-		}
-		if (now - s->last_rx > c->cfg.timeout_ms) {
-			snprintf(why, sizeof(why), "silent for %" PRIu64 " ms", now - s->last_rx);
-			coord_remove(c, i, 0, why, now);
-		} else if (c->prop_epoch && s->in_prop && !s->acked &&
-			   now - c->prop_start > c->cfg.timeout_ms) {
-			coord_remove(c, i, 0, "did not answer a proposal", now);
-		}
-	}
-}
 
 /* Heartbeats to every attached member; they carry the settled op (lowest done over members). */
 static void coord_heartbeat(struct ctl_coord *c)
@@ -760,6 +726,9 @@ void ctl_coord_tick(struct ctl_coord *c, uint64_t now)
 		break;
 	case CTL_C_RUNNING:
 		coord_check_silence(c, now);
+		if (c->state == CTL_C_RUNNING) {
+			coord_check_links(c, now);
+		}
 		if (c->state == CTL_C_RUNNING && !c->prop_epoch) {
 			coord_propose(c, now);
 		}

@@ -24,7 +24,6 @@ struct coord_slot {
 	uint32_t abandoned_conn;   /* conn whose member said it lost us: its end is no evidence */
 	uint64_t last_rx;	   /* last frame from it */
 	uint64_t next_op, done_op; /* progress from its last HELLO, HB or ACK */
-	uint64_t join_start;	   /* first op it takes part in (joiners) */
 	int join;	    /* a process with this id asks to join (after the old one goes) */
 	uint32_t join_conn; /* its connection */
 	struct ctl_member_rec join_rec;
@@ -36,12 +35,33 @@ struct coord_slot {
 	int in_prop, acked;	  /* in the open proposal's list; ACKed it */
 	uint32_t prop_flags;	  /* its flags in the open proposal */
 	int reported, dead;	  /* TAKEOVER: sent its report; someone holds death evidence */
+	int gone; /* proven out by its own words: it sent LEAVE, or a new incarnation of it asked
+		   * to join (TAKEOVER: a report says its coordinator announced it left) */
 	int deserted; /* said it lost us: it may be in a newer epoch, so its death proves nothing */
+	int probing;  /* a probe of its listening port is out (for probe_inc) */
+	uint64_t probe_inc;	/* the incarnation the probe is about */
 	uint64_t gone_epoch;	/* removed at this epoch (for the stale refusal text) */
 	uint64_t gone_inc;	/* incarnation that was removed */
 	uint64_t silence_since; /* first SILENCE suspicion against it, 0 none */
 	uint32_t silence_by;	/* who reported it */
 };
+
+/* Trouble on the data link between members a < b, as members reported it (SUSPECT LINK or
+ * CUT). A streak ends when no report came for the failure timeout. */
+struct coord_link {
+	uint32_t a, b;	   /* a == b: the entry is free */
+	uint64_t first;	   /* first report of the streak */
+	uint64_t last;	   /* latest report */
+	int cut;	   /* a CUT report: one could not reach the other at all */
+	int want_retry;	   /* a LINK report asks for another attempt of the ops in flight */
+	uint32_t retries;  /* retry epochs proposed for this streak */
+	uint64_t retry_at; /* the next retry epoch not before this (backoff) */
+	uint64_t seq;	   /* highest op a report of the streak failed in */
+	uint32_t nrep;	   /* reports that count (not about a member that had not issued the op) */
+	int settled;	   /* every member has done that op since: the link carried it after all */
+};
+
+#define COORD_LINKS 64
 
 struct ctl_coord {
 	struct ctl_coord_cfg cfg; /* members pointer cleared: the view is copied into slots */
@@ -57,6 +77,10 @@ struct ctl_coord {
 	uint64_t start, last_tick, last_hb;
 	uint32_t stop_code;
 	char stop_reason[CTL_TEXT_MAX];
+	int retry_pending;   /* a retry epoch (the same members) is owed */
+	int prop_retry;	     /* the open proposal is (also) a retry */
+	char retry_why[128]; /* why, for the log */
+	struct coord_link links[COORD_LINKS];
 	struct ctl_msg msg; /* scratch for outgoing frames; members has n records */
 };
 
@@ -66,10 +90,26 @@ void coord_refuse(struct ctl_coord *c, uint32_t conn, uint32_t code, uint32_t hi
 void coord_stop(struct ctl_coord *c, uint32_t code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void coord_remove(struct ctl_coord *c, uint32_t id, int death, const char *why, uint64_t now);
+/* The safety rule: whether the members flagged in @is_live (indexed by id) may go on without the
+ * other members of the committed epoch. When not, @why says so (from @who's point of view). */
+int coord_may_proceed(struct ctl_coord *c, const uint8_t *is_live, char *why, size_t len,
+		      const char *who);
+/* Silence verdicts: members not heard for the timeout are removed while the others form a
+ * quorum; without one the coordinator stops. */
+void coord_check_silence(struct ctl_coord *c, uint64_t now);
 void coord_commit(struct ctl_coord *c, uint64_t now);
 void coord_adopt(struct ctl_coord *c, uint64_t epoch, const struct ctl_member_rec *members,
 		 uint32_t n, uint64_t now);
 void coord_missing(struct ctl_coord *c, char *buf, size_t len);
+/* Asks the runtime to probe member @id's listening port (its control connection ended without a
+ * LEAVE, or a peer cannot reach it). The answer comes through ctl_coord_on_probe(). */
+void coord_probe(struct ctl_coord *c, uint32_t id, const char *why);
+/* A data link report from member @r about member @p (SUSPECT LINK, CUT or SILENCE) made in the
+ * reporter's epoch @epoch while it ran op @seq. */
+void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uint64_t epoch,
+		       uint64_t seq, uint64_t now);
+/* Timers of the link table: retry epochs owed, and links broken for good (the cut rule). */
+void coord_check_links(struct ctl_coord *c, uint64_t now);
 /* Every entry point calls this first: detects that this process did not run for a while. */
 void coord_clock(struct ctl_coord *c, uint64_t now);
 

@@ -68,6 +68,14 @@ static void coord_kick(struct ctl_coord *c, uint64_t now)
 	coord_commit(c, now);
 }
 
+/* Takes a member's progress from @m: never below its first op (a joiner reports 0 until its
+ * engine learns where it starts, and must not pull an epoch's boundary down to 0). */
+static void take_progress(struct coord_slot *s, const struct ctl_msg *m)
+{
+	s->next_op = m->next_op > s->rec.start ? m->next_op : s->rec.start;
+	s->done_op = m->done_op > s->rec.start ? m->done_op : s->rec.start;
+}
+
 /* Attaches @conn to member slot @s, closing a previous connection of the same member. */
 static void attach(struct ctl_coord *c, struct coord_slot *s, uint32_t conn,
 		   const struct ctl_msg *m, uint64_t now)
@@ -77,9 +85,9 @@ static void attach(struct ctl_coord *c, struct coord_slot *s, uint32_t conn,
 	}
 	s->conn = conn;
 	s->abandoned_conn = CTL_CONN_NONE;
+	s->deserted = 0; /* it follows this coordinator again */
 	s->last_rx = now;
-	s->next_op = m->next_op;
-	s->done_op = m->done_op;
+	take_progress(s, m);
 }
 
 /* A process with this id asks to join (new, restarted, or told it is not a member). */
@@ -100,6 +108,7 @@ static void hello_join(struct ctl_coord *c, struct coord_slot *s, uint32_t conn,
 	if (s->state == SLOT_IN) {
 		/* A new incarnation proves the old process is gone. */
 		coord_remove(c, id, 1, "restarted (a new incarnation asked to join)", now);
+		s->gone = 1;
 	}
 	s->join = 1;
 	s->join_conn = conn;
@@ -148,9 +157,15 @@ static void hello_report(struct ctl_coord *c, struct coord_slot *s, uint32_t con
 	for (i = 0; i < m->nmembers; i++) {
 		const struct ctl_member_rec *r = &m->members[i];
 
-		if ((r->flags & CTL_MF_DEAD) && r->id < c->n && c->slots[r->id].state == SLOT_IN &&
-		    c->slots[r->id].rec.incarnation == r->incarnation) {
+		if (r->id >= c->n || c->slots[r->id].state != SLOT_IN ||
+		    c->slots[r->id].rec.incarnation != r->incarnation) {
+			continue;
+		}
+		if (r->flags & CTL_MF_DEAD) {
 			c->slots[r->id].dead = 1;
+		}
+		if (r->flags & CTL_MF_LEFT) {
+			c->slots[r->id].gone = 1;
 		}
 	}
 }
@@ -257,13 +272,15 @@ static void on_hello(struct ctl_coord *c, uint32_t conn, const struct ctl_msg *m
 	}
 }
 
-/* SUSPECT from member @r about @m->peer. */
+/* SUSPECT from member @r about @m->peer. Evidence from one member about another is never a
+ * verdict: the coordinator probes the accused, retries the ops in flight, or, when a data link
+ * stays broken between two members it hears, applies the cut rule (coord_verdict.c). */
 static void on_suspect(struct ctl_coord *c, uint32_t r, const struct ctl_msg *m, uint64_t now)
 {
-	struct coord_slot *p;
 	char why[96];
 
-	if (m->peer == c->cfg.host && c->cfg.host != CTL_NO_MEMBER) {
+	if (m->peer == c->cfg.host && c->cfg.host != CTL_NO_MEMBER &&
+	    (m->evidence == CTL_EV_SILENCE || m->evidence == CTL_EV_DEATH)) {
 		/* The member lost us and is about to close: its leaving is no evidence, and a
 		 * takeover report it sent before is withdrawn. */
 		c->slots[r].abandoned_conn = c->slots[r].conn;
@@ -272,23 +289,28 @@ static void on_suspect(struct ctl_coord *c, uint32_t r, const struct ctl_msg *m,
 		c->slots[r].deserted = 1;
 		return;
 	}
-	if (m->peer >= c->n || c->slots[m->peer].state != SLOT_IN || m->peer == r) {
+	if (m->peer >= c->n || c->slots[m->peer].state != SLOT_IN || m->peer == r ||
+	    c->state != CTL_C_RUNNING) {
 		return;
 	}
-	p = &c->slots[m->peer];
-	if (m->evidence == CTL_EV_DEATH) {
-		snprintf(why, sizeof(why), "member %u saw its connection die", r);
-		coord_remove(c, m->peer, 1, why, now);
-	} else if (now - p->last_rx <= c->cfg.timeout_ms / 2) {
-		/* We hear it, @r does not: a broken link between two live members. One must
-		 * go for the others to make progress; the higher id goes, by the silence rule. */
-		uint32_t victim = m->peer > r ? m->peer : r;
-
-		snprintf(why, sizeof(why), "link between members %u and %u failed", r, m->peer);
-		ftcc_warn("control: group %s: %s; removing member %u", c->cfg.group, why, victim);
-		coord_remove(c, victim, 0, why, now);
+	switch (m->evidence) {
+	case CTL_EV_DEATH:
+		snprintf(why, sizeof(why), "member %u saw its link to member %u closed", r,
+			 m->peer);
+		coord_probe(c, m->peer, why);
+		break;
+	case CTL_EV_LINK:
+		coord_link_report(c, r, m->peer, 0, m->epoch, m->seq, now);
+		break;
+	case CTL_EV_SILENCE:
+	case CTL_EV_CUT:
+		snprintf(why, sizeof(why), "member %u cannot reach member %u", r, m->peer);
+		coord_probe(c, m->peer, why);
+		coord_link_report(c, r, m->peer, 1, m->epoch, m->seq, now);
+		break;
+	default:
+		break;
 	}
-	/* else: we do not hear it either; the silence check decides with the quorum rule */
 }
 
 void ctl_coord_on_msg(struct ctl_coord *c, uint32_t conn, const struct ctl_msg *m, uint64_t now)
@@ -321,12 +343,10 @@ void ctl_coord_on_msg(struct ctl_coord *c, uint32_t conn, const struct ctl_msg *
 	s->last_rx = now;
 	switch (m->type) {
 	case CTL_HB:
-		s->next_op = m->next_op;
-		s->done_op = m->done_op;
+		take_progress(s, m);
 		break;
 	case CTL_ACK:
-		s->next_op = m->next_op;
-		s->done_op = m->done_op;
+		take_progress(s, m);
 		if (c->prop_epoch && m->epoch == c->prop_epoch && s->in_prop) {
 			s->acked = 1;
 		}
@@ -334,16 +354,24 @@ void ctl_coord_on_msg(struct ctl_coord *c, uint32_t conn, const struct ctl_msg *
 	case CTL_SUSPECT:
 		on_suspect(c, id, m, now);
 		break;
-	case CTL_LEAVE:
+	case CTL_LEAVE: {
+		char why[CTL_TEXT_MAX + 32];
+
 		c->ops.close(c->ops.arg, s->conn);
 		s->conn = CTL_CONN_NONE;
+		s->gone = 1;
+		ftcc_log(FTCC_LOG_INFO, "control: group %s: member %u leaves: %s", c->cfg.group, id,
+			 m->text[0] ? m->text : "no reason given");
 		if (c->state == CTL_C_TAKEOVER) {
 			s->dead = 1;
 			s->reported = 0;
 		} else {
-			coord_remove(c, id, 1, "left the group", now);
+			snprintf(why, sizeof(why), "left the group (%s)",
+				 m->text[0] ? m->text : "no reason given");
+			coord_remove(c, id, 1, why, now);
 		}
 		break;
+	}
 	case CTL_READY:
 		if (s->state == SLOT_IN && !(s->rec.flags & CTL_MF_CONTRIB)) {
 			s->ready = 1;
@@ -392,13 +420,15 @@ void ctl_coord_on_close(struct ctl_coord *c, uint32_t conn, int death, uint64_t 
 		s->state = SLOT_EMPTY;
 		break;
 	case CTL_C_TAKEOVER:
-		s->dead = 1;
+		/* not awaited any more unless it reports again; a probe may prove it gone */
 		s->reported = 0;
+		coord_probe(c, id, "a member's control connection ended during the takeover");
 		ctl_coord_tick(c, now);
 		break;
 	case CTL_C_RUNNING:
-		coord_remove(c, id, 1, "its control connection was closed by its host", now);
-		coord_kick(c, now);
+		/* Closed or reset by its host's kernel, or by a firewall between us: the member
+		 * comes back if it lives. A refused connect to its port says it does not. */
+		coord_probe(c, id, "its control connection ended without a LEAVE");
 		break;
 	case CTL_C_STOPPED:
 		break;

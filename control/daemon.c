@@ -75,13 +75,20 @@ static struct daemon_group *daemon_group_new(struct ctl_daemon *d, const struct 
 
 	if (!g)
 		return NULL;
+	/* Members name their probe ports in their HELLOs. */
+	if (rt_route_paddr_alloc(&g->route, cfg.expected)) {
+		free(g);
+		return NULL;
+	}
 	snprintf(g->name, sizeof(g->name), "%s", hello->group);
 	snprintf(cfg.group, sizeof(cfg.group), "%s", hello->group);
+	g->route.group = g->name;
 	g->route.host = &d->host;
 
 	struct ctl_coord_ops ops = rt_route_coord_ops(&g->route);
 	g->route.coord = ctl_coord_create(&cfg, &ops, now);
 	if (!g->route.coord) {
+		rt_route_paddr_free(&g->route);
 		free(g);
 		return NULL;
 	}
@@ -151,6 +158,7 @@ static void daemon_groups_tick(struct ctl_daemon *d, uint64_t now)
 			d->ngroups--;
 			rt_host_unroute(&d->host, &g->route);
 			ctl_coord_destroy(g->route.coord);
+			rt_route_paddr_free(&g->route);
 			free(g);
 			continue;
 		}
@@ -206,6 +214,7 @@ static void daemon_free(struct ctl_daemon *d)
 
 		d->groups = g->next;
 		ctl_coord_destroy(g->route.coord);
+		rt_route_paddr_free(&g->route);
 		free(g);
 	}
 	rt_pollset_free(&d->ps);
@@ -247,6 +256,7 @@ int ctl_daemon_start(const char *addr, struct ctl_daemon **out)
 	}
 	if (!rc) {
 		d->port = d->host.port;
+		d->host.probe_ms = d->t.timeout_ms / 2 > 100 ? d->t.timeout_ms / 2 : 100;
 		rc = -pthread_create(&d->thread, NULL, daemon_thread, d);
 	}
 	if (rc) {

@@ -37,9 +37,10 @@ struct rt_hconn {
 	struct rt_hconn *hnext; /* host->byid bucket (id != 0 only) */
 	uint32_t id;		/* the coordinator's handle; 0 for adopted links */
 	enum hconn_state state;
-	int adopted;		/* counted in host->nlinger */
-	struct rt_route *route; /* HC_ROUTED only */
-	uint64_t deadline;	/* HC_FIRST: first frame; HC_CLOSING: drop */
+	int adopted;			 /* counted in host->nlinger */
+	struct rt_route *route;		 /* HC_ROUTED only */
+	uint64_t deadline;		 /* HC_FIRST: first frame; HC_CLOSING: drop */
+	struct sockaddr_storage peer_sa; /* accepted connections: where it comes from */
 };
 
 /* Connection ids are never reused in a process, so a stale id can never hit a new conn. */
@@ -148,7 +149,9 @@ static void route_close(void *arg, uint32_t conn)
 
 struct ctl_coord_ops rt_route_coord_ops(struct rt_route *r)
 {
-	return (struct ctl_coord_ops){ .arg = r, .send = route_send, .close = route_close };
+	return (struct ctl_coord_ops){
+		.arg = r, .send = route_send, .close = route_close, .probe = rt_route_probe
+	};
 }
 
 /* Takes a duplicate of the caller's listening socket @fd, which must be bound to @sa. */
@@ -206,6 +209,7 @@ void rt_host_fini(struct rt_host *h)
 	}
 	memset(h->byid, 0, sizeof(h->byid));
 	h->nlinger = 0;
+	rt_probe_fini(h);
 	if (h->lfd >= 0)
 		close(h->lfd);
 	h->lfd = -1;
@@ -215,6 +219,7 @@ void rt_host_unroute(struct rt_host *h, struct rt_route *r)
 {
 	uint64_t now = rt_now_ms();
 
+	rt_probe_drop_route(h, r);
 	for (struct rt_hconn *hc = h->conns; hc; hc = hc->next) {
 		if (hc->state == HC_ROUTED && hc->route == r)
 			hconn_close(hc, now);
@@ -257,7 +262,7 @@ int rt_host_poll_add(struct rt_host *h, struct rt_pollset *ps)
 		if (rt_pollset_add(ps, hc->c.fd, ev, RT_POLL_HCONN, hc))
 			return -ENOMEM;
 	}
-	return 0;
+	return rt_probe_poll_add(h, ps);
 }
 
 static void host_accept(struct rt_host *h, uint64_t now)
@@ -284,6 +289,7 @@ static void host_accept(struct rt_host *h, uint64_t now)
 		}
 		hc->state = HC_FIRST;
 		hc->deadline = now + RT_FIRST_FRAME_MS;
+		hc->peer_sa = ss;
 	}
 }
 
@@ -344,6 +350,7 @@ static void hconn_hello(struct rt_host *h, struct rt_hconn *hc, uint64_t now)
 	hc->state = HC_ROUTED;
 	hc->route = r;
 	r->nconns++;
+	rt_route_note_hello(r, m, &hc->peer_sa);
 	ctl_coord_on_msg(r->coord, hc->id, m, now);
 }
 
@@ -429,6 +436,8 @@ void rt_host_on_poll(struct rt_host *h, const struct rt_pollref *ref, short reve
 		host_accept(h, now);
 	else if (ref->kind == RT_POLL_HCONN)
 		hconn_on_poll(h, ref->ptr, revents, now);
+	else if (ref->kind == RT_POLL_PROBE)
+		rt_probe_on_poll(h, ref->ptr, revents, now);
 }
 
 /* Unlinks and frees @hc (state HC_DEAD). */
@@ -450,7 +459,7 @@ static void hconn_free(struct rt_host *h, struct rt_hconn *hc)
 
 uint64_t rt_host_timers(struct rt_host *h, uint64_t now)
 {
-	uint64_t next = UINT64_MAX;
+	uint64_t next = rt_probe_timers(h, now);
 
 	for (struct rt_hconn *hc = h->conns; hc; hc = hc->next) {
 		if (hc->state == HC_FIRST && now >= hc->deadline) {

@@ -25,6 +25,24 @@ void member_prep(struct ctl_member *m)
 			 atomic_load_explicit(&m->done_op, memory_order_relaxed));
 }
 
+/* "0,1,3" for the members of @e (the first ones, then "+N": the text fits @len). */
+static void member_ids_text(const struct ctl_epoch *e, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < e->nmembers; i++) {
+		int k;
+
+		if (at + 24 > len) {
+			snprintf(buf + at, len - at, "+%u", e->nmembers - i);
+			return;
+		}
+		k = snprintf(buf + at, len - at, "%s%u", i ? "," : "", e->members[i].id);
+		at += k > 0 ? (size_t)k : 0;
+	}
+}
+
 void member_publish(struct ctl_member *m)
 {
 	if (!m->dirty)
@@ -36,11 +54,14 @@ void member_publish(struct ctl_member *m)
 		const struct ctl_epoch *e = rt_epoch_cache_get(&m->cache, r, m->id);
 
 		if (e) {
+			char ids[256];
+
 			ctl_epoch_put(m->cur);
 			m->cur = rt_epoch_get(e);
+			member_ids_text(e, ids, sizeof(ids));
 			ftcc_info("control: group \"%s\" member %u: epoch %" PRIu64
-				  " (%u members, boundary %" PRIu64 ")",
-				  m->group, m->id, e->epoch, e->nmembers, e->boundary);
+				  " (%u members {%s}, boundary %" PRIu64 ")",
+				  m->group, m->id, e->epoch, e->nmembers, ids, e->boundary);
 		} else {
 			m->dirty = true; /* out of memory: try again on the next round */
 		}
@@ -213,6 +234,7 @@ static void member_free(struct ctl_member *m)
 	member_close_all(m);
 	if (m->msm)
 		ctl_msm_destroy(m->msm);
+	rt_route_paddr_free(&m->route);
 	rt_epoch_cache_clear(&m->cache);
 	ctl_epoch_put(m->cur);
 	rt_pollset_free(&m->ps);
@@ -246,6 +268,25 @@ static void member_msm_cfg(const struct ctl_member *m, const struct ctl_member_c
 		memcpy(sc->info, cfg->info, cfg->info_len);
 }
 
+/* Where a member of a daemon's group listens: its own address (addrs[id]) with port 0, or
+ * any address of the daemon's family. Returns the length. */
+static unsigned member_daemon_listen_addr(const struct ctl_member *m, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (m->src_len) {
+		memcpy(ss, &m->src, m->src_len);
+	} else {
+		ss->ss_family = m->daemon_addr.ss_family;
+	}
+	if (ss->ss_family == AF_INET6) {
+		((struct sockaddr_in6 *)ss)->sin6_port = 0;
+		return sizeof(struct sockaddr_in6);
+	}
+	ss->ss_family = AF_INET;
+	((struct sockaddr_in *)ss)->sin_port = 0;
+	return sizeof(struct sockaddr_in);
+}
+
 /* Everything of create after the allocation; @m is freed by the caller on failure. */
 static int member_start(struct ctl_member *m, const struct ctl_member_cfg *cfg)
 {
@@ -262,6 +303,7 @@ static int member_start(struct ctl_member *m, const struct ctl_member_cfg *cfg)
 	m->on_change = cfg->on_change;
 	m->on_change_arg = cfg->on_change_arg;
 	m->route.host = &m->host;
+	m->route.group = m->group;
 	rt_times_fill(cfg->timeout_ms, cfg->hb_ms, cfg->connect_timeout_ms, &m->t);
 	rc = rt_backend_parse(spec, &m->backend, &m->daemon_addr, &m->daemon_len);
 	if (rc)
@@ -274,17 +316,36 @@ static int member_start(struct ctl_member *m, const struct ctl_member_cfg *cfg)
 	m->wake_fd = rt_wake_open();
 	if (m->wake_fd < 0)
 		return m->wake_fd;
-	rc = rt_host_init(&m->host,
-			  m->backend == RT_EMBEDDED ? (struct sockaddr *)&m->addrs[m->id] : NULL,
-			  m->backend == RT_EMBEDDED ? m->addr_lens[m->id] : 0,
-			  m->backend == RT_EMBEDDED && cfg->has_listen_fd ? cfg->listen_fd : -1,
-			  &hops, &m->msg);
+	if (m->backend == RT_EMBEDDED) {
+		rc = rt_host_init(&m->host, (struct sockaddr *)&m->addrs[m->id],
+				  m->addr_lens[m->id], cfg->has_listen_fd ? cfg->listen_fd : -1,
+				  &hops, &m->msg);
+	} else {
+		/* With a daemon a member takes connections too, on a port of its own: the daemon
+		 * probes it when its control connection ends without a LEAVE. */
+		struct sockaddr_storage any;
+		unsigned alen = member_daemon_listen_addr(m, &any);
+
+		rc = rt_host_init(&m->host, (struct sockaddr *)&any, alen, -1, &hops, &m->msg);
+	}
 	if (rc) {
 		ftcc_warn("control: member %u of \"%s\" cannot listen on %s: %s", m->id, m->group,
-			  cfg->addrs[m->id], strerror(-rc));
+			  cfg->addrs ? cfg->addrs[m->id] : "a port of its own", strerror(-rc));
 		return rc;
 	}
+	m->host.probe_ms = m->t.timeout_ms / 2 > 100 ? m->t.timeout_ms / 2 : 100;
+	if (m->backend == RT_EMBEDDED) {
+		/* A coordinator hosted here probes members at their configured addresses. */
+		if (rt_route_paddr_alloc(&m->route, m->expected))
+			return -ENOMEM;
+		for (uint32_t i = 0; i < m->expected; i++) {
+			memcpy(&m->route.paddr[i].sa, &m->addrs[i], m->addr_lens[i]);
+			m->route.paddr[i].len = m->addr_lens[i];
+		}
+		m->route.paddr_fixed = 1;
+	}
 	member_msm_cfg(m, cfg, &sc);
+	sc.listen_port = (uint16_t)m->host.port;
 	m->state = CTL_M_BOOT;
 	m->msm = ctl_msm_create(&sc, &mops, rt_now_ms());
 	if (!m->msm)
@@ -340,7 +401,7 @@ void ctl_member_destroy(struct ctl_member *m)
 	m->stopping = true;
 	m->stop_at = now + DESTROY_FLUSH_MS;
 	member_prep(m);
-	ctl_msm_leave(m->msm, now);
+	ctl_msm_leave(m->msm, "closed", now);
 	member_publish(m);
 	pthread_mutex_unlock(&m->lock);
 	rt_wake(m->wake_fd);
@@ -436,23 +497,56 @@ unlock:
 	return rc;
 }
 
+void ctl_member_issued(struct ctl_member *m, uint64_t next_op)
+{
+	uint64_t cur = atomic_load_explicit(&m->next_op, memory_order_relaxed);
+
+	while (cur < next_op &&
+	       !atomic_compare_exchange_weak_explicit(&m->next_op, &cur, next_op,
+						      memory_order_relaxed, memory_order_relaxed)) {
+	}
+}
+
 void ctl_member_progress(struct ctl_member *m, uint64_t next_op, uint64_t done_op)
 {
-	atomic_store_explicit(&m->next_op, next_op, memory_order_relaxed);
+	ctl_member_issued(m, next_op);
 	atomic_store_explicit(&m->done_op, done_op, memory_order_relaxed);
 }
 
-int ctl_member_suspect(struct ctl_member *m, uint32_t peer, enum ctl_evidence ev)
+int ctl_member_suspect(struct ctl_member *m, uint32_t peer, enum ctl_evidence ev, uint64_t seq)
 {
-	if (!m || peer >= m->expected || (ev != CTL_EV_DEATH && ev != CTL_EV_SILENCE))
+	if (!m || peer >= m->expected || ev < CTL_EV_DEATH || ev > CTL_EV_MAX)
 		return -EINVAL;
 	pthread_mutex_lock(&m->lock);
 	member_prep(m);
-	ctl_msm_suspect(m->msm, peer, ev, rt_now_ms());
+	ctl_msm_suspect(m->msm, peer, ev, seq, rt_now_ms());
 	member_publish(m);
 	pthread_mutex_unlock(&m->lock);
 	rt_wake(m->wake_fd);
 	return 0;
+}
+
+int ctl_member_leave(struct ctl_member *m, const char *reason)
+{
+	if (!m)
+		return -EINVAL;
+	pthread_mutex_lock(&m->lock);
+	member_prep(m);
+	ctl_msm_leave(m->msm, reason, rt_now_ms());
+	member_publish(m);
+	pthread_mutex_unlock(&m->lock);
+	rt_wake(m->wake_fd);
+	return 0;
+}
+
+uint64_t ctl_member_admitted(struct ctl_member *m)
+{
+	uint64_t a;
+
+	pthread_mutex_lock(&m->lock);
+	a = ctl_msm_admitted(m->msm);
+	pthread_mutex_unlock(&m->lock);
+	return a;
 }
 
 int ctl_member_ready(struct ctl_member *m)

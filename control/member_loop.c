@@ -105,14 +105,19 @@ static void op_disconnect(void *arg)
 	link_drop(m, rt_now_ms());
 }
 
-/* Shuts down and frees the hosted coordinator, if any. */
-static void member_unhost(struct ctl_member *m, uint64_t now)
+/* Shuts down and frees the hosted coordinator, if any. @leaving: this member leaves the group
+ * (the members hear REFUSE(LEFT), proof that their coordinator's host is out); otherwise another
+ * member coordinates now (REFUSE(CLOSED)). */
+static void member_unhost(struct ctl_member *m, bool leaving, uint64_t now)
 {
 	struct ctl_coord *c = m->route.coord;
 
 	if (!c)
 		return;
-	ctl_coord_shutdown(c, now);
+	if (leaving)
+		ctl_coord_host_left(c, ctl_msm_reason(m->msm), now);
+	else
+		ctl_coord_shutdown(c, now);
 	rt_host_unroute(&m->host, &m->route);
 	m->route.coord = NULL;
 	ctl_coord_destroy(c);
@@ -122,9 +127,15 @@ static void op_host(void *arg, const struct ctl_coord_cfg *cfg)
 {
 	struct ctl_member *m = arg;
 	uint64_t now = rt_now_ms();
-	struct ctl_coord_cfg c = *cfg;
+	struct ctl_coord_cfg c;
 	struct ctl_coord_ops ops = rt_route_coord_ops(&m->route);
 
+	if (!cfg) {
+		/* a takeover started here lost the race to another member's */
+		member_unhost(m, false, now);
+		return;
+	}
+	c = *cfg;
 	if (m->backend != RT_EMBEDDED) {
 		ftcc_warn("control: member %u: asked to host a coordinator with a daemon; ignored",
 			  m->id);
@@ -136,7 +147,7 @@ static void op_host(void *arg, const struct ctl_coord_cfg *cfg)
 		c.hb_ms = m->t.hb_ms;
 	if (!c.form_timeout_ms)
 		c.form_timeout_ms = m->t.connect_ms;
-	member_unhost(m, now);
+	member_unhost(m, false, now);
 	m->route.coord = ctl_coord_create(&c, &ops, now);
 	if (!m->route.coord) {
 		ftcc_warn("control: member %u: out of memory for the coordinator of \"%s\"", m->id,
@@ -343,8 +354,8 @@ void *member_thread(void *arg)
 		pthread_mutex_lock(&m->lock);
 		member_dispatch(m, rt_now_ms());
 	}
-	/* Leaving: the members we coordinate hear REFUSE(CLOSED), which is death evidence. */
-	member_unhost(m, rt_now_ms());
+	/* Leaving: the members we coordinate hear REFUSE(LEFT), proof that we are out. */
+	member_unhost(m, true, rt_now_ms());
 	rt_host_flush_all(&m->host);
 	pthread_mutex_unlock(&m->lock);
 	return NULL;

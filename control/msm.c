@@ -15,7 +15,9 @@
 #define MSM_HIST 8 /* committed epochs kept for op lookups */
 
 enum msm_link { LINK_NONE = 0, LINK_CONNECTING, LINK_OPEN };
-enum msm_ev { EV_NONE = 0, EV_DEAD, EV_SILENT };
+/* What this member knows of another (of the coordinator, mostly): nothing, that it is gone
+ * (its port refused us), silent, or that it left on purpose (proof that it is out). */
+enum msm_ev { EV_NONE = 0, EV_DEAD, EV_SILENT, EV_LEFT };
 
 struct ctl_msm {
 	struct ctl_msm_cfg cfg;
@@ -37,6 +39,8 @@ struct ctl_msm {
 	uint64_t deadline;	   /* BOOT/JOINING/SEARCH: give up (LOST) at this time */
 	uint32_t join_next;	   /* JOINING: next id to ask */
 	int hosting;		   /* embedded: a coordinator is hosted here */
+	uint32_t redials;	   /* ACTIVE: connects to the coordinator since its link ended */
+	uint64_t admitted;	   /* its first op, from its record in the newest view */
 
 	uint64_t next_op, done_op;
 	uint64_t prop_epoch; /* open proposal ACKed, 0 none */
@@ -132,6 +136,22 @@ static void drop_link(struct ctl_msm *s, uint64_t now)
 	s->retry_at = now + s->cfg.hb_ms;
 }
 
+/* The record flags that carry this member's evidence about member @id in a takeover report. */
+static uint32_t evidence_flags(const struct ctl_msm *s, uint32_t id)
+{
+	if (id >= s->cfg.expected) {
+		return 0;
+	}
+	switch (s->evidence[id]) {
+	case EV_DEAD:
+		return CTL_MF_DEAD;
+	case EV_LEFT:
+		return CTL_MF_LEFT;
+	default:
+		return 0;
+	}
+}
+
 /* The configuration a hosted coordinator starts with; the view for a takeover. */
 static void host_cfg(struct ctl_msm *s, struct ctl_coord_cfg *cc, int takeover)
 {
@@ -156,10 +176,7 @@ static void host_cfg(struct ctl_msm *s, struct ctl_coord_cfg *cc, int takeover)
 	cc->nmembers = e->nmembers;
 	for (i = 0; i < e->nmembers; i++) {
 		s->scratch[i] = e->members[i];
-		if (e->members[i].id < s->cfg.expected &&
-		    s->evidence[e->members[i].id] == EV_DEAD) {
-			s->scratch[i].flags |= CTL_MF_DEAD;
-		}
+		s->scratch[i].flags |= evidence_flags(s, e->members[i].id);
 	}
 	cc->members = s->scratch;
 }
@@ -223,9 +240,15 @@ static void lose(struct ctl_msm *s, enum msm_ev ev, uint64_t now)
 		s->state = CTL_M_SEARCH;
 		s->lost = who;
 		s->deadline = now + 3 * s->cfg.timeout_ms;
-		ftcc_warn("control: group %s: member %u lost its coordinator (%s %u); looking for "
-			  "its successor",
-			  s->cfg.group, s->cfg.id, ev == EV_DEAD ? "death of" : "silence of", who);
+		/* A coordinator whose host left on purpose is routine, not an alert. */
+		ftcc_log(ev == EV_LEFT ? FTCC_LOG_INFO : FTCC_LOG_WARN,
+			 "control: group %s: member %u lost its coordinator (%s %u); looking for "
+			 "its successor",
+			 s->cfg.group, s->cfg.id,
+			 ev == EV_LEFT ? "it left, member" :
+			 ev == EV_DEAD ? "its port refuses connections, member" :
+					 "silence of member",
+			 who);
 		changed(s);
 	}
 	if (s->cfg.daemon) {
@@ -320,6 +343,7 @@ void ctl_msm_on_connected(struct ctl_msm *s, uint64_t now)
 	m->incarnation = s->cfg.incarnation;
 	m->expected = s->cfg.expected;
 	m->max_epoch = s->max_epoch;
+	m->listen_port = s->cfg.listen_port;
 	memcpy(m->group, s->cfg.group, sizeof(m->group));
 	if (s->state == CTL_M_JOINING) {
 		m->flags = CTL_HELLO_JOIN |
@@ -328,10 +352,7 @@ void ctl_msm_on_connected(struct ctl_msm *s, uint64_t now)
 	if (e && s->state != CTL_M_JOINING) {
 		for (i = 0; i < e->nmembers; i++) {
 			m->members[i] = e->members[i];
-			if (e->members[i].id < s->cfg.expected &&
-			    s->evidence[e->members[i].id] == EV_DEAD) {
-				m->members[i].flags |= CTL_MF_DEAD;
-			}
+			m->members[i].flags |= evidence_flags(s, e->members[i].id);
 			if (e->members[i].id == s->cfg.id) {
 				self = i;
 			}
@@ -352,13 +373,35 @@ void ctl_msm_on_connected(struct ctl_msm *s, uint64_t now)
 	send(s, m);
 }
 
+/* Whether the member list of VIEW or PROPOSE @m fits this group: ids below the group's size
+ * (the wire format checked they are strictly increasing). The engine indexes bitmaps by them. */
+static int ids_fit(const struct ctl_msm *s, const struct ctl_msg *m)
+{
+	if (m->nmembers == 0 || m->nmembers > s->cfg.expected) {
+		return 0;
+	}
+	for (uint32_t i = 0; i < m->nmembers; i++) {
+		if (m->members[i].id >= s->cfg.expected) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
 /* A VIEW: install it when newer and it names us. */
 static void on_view(struct ctl_msm *s, const struct ctl_msg *m)
 {
 	struct ctl_epoch_rec *e = newest(s), *n;
 	int in = 0, contrib = 0;
+	uint64_t start = 0;
 	uint32_t i;
 
+	if (!ids_fit(s, m)) {
+		ftcc_warn("control: group %s: member %u ignores a view of epoch %" PRIu64
+			  " naming a member outside the group's %u",
+			  s->cfg.group, s->cfg.id, m->epoch, s->cfg.expected);
+		return;
+	}
 	if (m->epoch > s->max_epoch) {
 		s->max_epoch = m->epoch;
 	}
@@ -370,11 +413,13 @@ static void on_view(struct ctl_msm *s, const struct ctl_msg *m)
 		    m->members[i].incarnation == s->cfg.incarnation) {
 			in = 1;
 			contrib = (m->members[i].flags & CTL_MF_CONTRIB) != 0;
+			start = m->members[i].start;
 		}
 	}
-	if (!in || m->nmembers > s->cfg.expected) {
+	if (!in) {
 		return;
 	}
+	s->admitted = start;
 	s->head = s->nhist ? (s->head + 1) % MSM_HIST : 0;
 	if (s->nhist < MSM_HIST) {
 		s->nhist++;
@@ -390,6 +435,7 @@ static void on_view(struct ctl_msm *s, const struct ctl_msg *m)
 	s->fence = UINT64_MAX;
 	memset(s->evidence, 0, s->cfg.expected);
 	s->lost = CTL_NO_MEMBER;
+	s->redials = 0;
 	if (s->hosting && !s->cfg.daemon && s->coord != s->cfg.id) {
 		/* a takeover we started lost the race to another member's */
 		s->hosting = 0;
@@ -411,6 +457,12 @@ static void on_refuse(struct ctl_msm *s, const struct ctl_msg *m, uint64_t now)
 {
 	switch (m->code) {
 	case CTL_REF_NOT_COORD:
+		if (s->state == CTL_M_ACTIVE) {
+			/* Our coordinator's address answers, but nothing there coordinates our
+			 * group any more (it restarted, or stepped down): it is lost. */
+			lose(s, EV_DEAD, now);
+			return;
+		}
 		if (s->link != LINK_NONE) {
 			s->ops.disconnect(s->ops.arg);
 			s->link = LINK_NONE;
@@ -442,9 +494,11 @@ static void on_refuse(struct ctl_msm *s, const struct ctl_msg *m, uint64_t now)
 		finish(s, CTL_M_REMOVED);
 		return;
 	case CTL_REF_CLOSED:
+	case CTL_REF_LEFT:
 		if (s->state == CTL_M_ACTIVE || s->state == CTL_M_SEARCH) {
-			/* the coordinator is going away on purpose: as good as death */
-			lose(s, EV_DEAD, now);
+			/* The coordinator is going away on purpose. LEFT: with its hosting member,
+			 * which is then proven out of the group. */
+			lose(s, m->code == CTL_REF_LEFT ? EV_LEFT : EV_DEAD, now);
 			return;
 		}
 		set_reason(s, "%s", m->text);
@@ -472,6 +526,9 @@ void ctl_msm_on_msg(struct ctl_msm *s, const struct ctl_msg *m, uint64_t now)
 		uint32_t i;
 		int in = 0;
 
+		if (!ids_fit(s, m)) {
+			break;
+		}
 		if (m->epoch > s->max_epoch) {
 			s->max_epoch = m->epoch;
 		}
@@ -489,6 +546,7 @@ void ctl_msm_on_msg(struct ctl_msm *s, const struct ctl_msg *m, uint64_t now)
 		break;
 	}
 	case CTL_HB:
+		s->redials = 0; /* the coordinator's link works */
 		break;
 	case CTL_REFUSE:
 		on_refuse(s, m, now);
@@ -530,8 +588,22 @@ void ctl_msm_on_close(struct ctl_msm *s, int refused, int death, uint64_t now)
 		s->retry_at = now + s->cfg.hb_ms;
 		break;
 	case CTL_M_ACTIVE:
+		if (refused) {
+			/* nothing listens where the coordinator did: its process is gone */
+			lose(s, EV_DEAD, now);
+			break;
+		}
+		/* Closed or reset (a firewall, a conntrack flush, the peer's kernel), or a local
+		 * error: connect again. Silence for the failure timeout, or a refused connect,
+		 * is what loses the coordinator. */
+		ftcc_log(FTCC_LOG_INFO,
+			 "control: group %s: member %u: the link to coordinator %u ended (%s); "
+			 "connecting again",
+			 s->cfg.group, s->cfg.id, s->target,
+			 death ? "closed by the other end" : "local error or timeout");
+		s->retry_at = s->redials++ ? now + s->cfg.hb_ms : now;
+		break;
 	case CTL_M_SEARCH:
-		s->link = LINK_NONE;
 		lose(s, (refused || death) ? EV_DEAD : EV_SILENT, now);
 		break;
 	default:
@@ -565,6 +637,10 @@ void ctl_msm_tick(struct ctl_msm *s, uint64_t now)
 			s->last_hb = now;
 			send(s, msm_msg(s, CTL_HB));
 		}
+	} else if (s->state == CTL_M_ACTIVE && now - s->last_rx > s->cfg.timeout_ms) {
+		/* the coordinator's link stayed down (or connecting) for the failure timeout */
+		lose(s, EV_SILENT, now);
+		return;
 	} else if (s->link == LINK_NONE && now >= s->retry_at) {
 		if (s->state == CTL_M_SEARCH) {
 			search_next(s, now);
@@ -600,27 +676,20 @@ void ctl_msm_progress(struct ctl_msm *s, uint64_t next_op, uint64_t done_op)
 	s->done_op = done_op;
 }
 
-void ctl_msm_suspect(struct ctl_msm *s, uint32_t peer, enum ctl_evidence ev, uint64_t now)
+void ctl_msm_suspect(struct ctl_msm *s, uint32_t peer, enum ctl_evidence ev, uint64_t seq,
+		     uint64_t now)
 {
 	struct ctl_msg *m;
 
-	if (is_final(s) || peer >= s->cfg.expected || peer == s->cfg.id) {
-		return;
-	}
-	if (s->state == CTL_M_ACTIVE && peer == s->coord && ev == CTL_EV_DEATH &&
-	    s->link == LINK_OPEN) {
-		lose(s, EV_DEAD, now);
-		return;
-	}
-	if (s->state != CTL_M_ACTIVE) {
-		if (ev == CTL_EV_DEATH) {
-			s->evidence[peer] = EV_DEAD;
-		}
+	(void)now;
+	if (is_final(s) || peer >= s->cfg.expected || peer == s->cfg.id ||
+	    s->state != CTL_M_ACTIVE) {
 		return;
 	}
 	m = msm_msg(s, CTL_SUSPECT);
 	m->peer = peer;
 	m->evidence = ev;
+	m->seq = seq;
 	send(s, m);
 }
 
@@ -638,16 +707,20 @@ int ctl_msm_ready(struct ctl_msm *s, uint64_t now)
 	return 0;
 }
 
-void ctl_msm_leave(struct ctl_msm *s, uint64_t now)
+void ctl_msm_leave(struct ctl_msm *s, const char *reason, uint64_t now)
 {
 	(void)now;
 	if (is_final(s)) {
 		return;
 	}
 	if (s->link == LINK_OPEN) {
-		send(s, msm_msg(s, CTL_LEAVE));
+		struct ctl_msg *m = msm_msg(s, CTL_LEAVE);
+
+		snprintf(m->text, sizeof(m->text), "%s", reason ? reason : "");
+		send(s, m);
 	}
-	set_reason(s, "left group %s", s->cfg.group);
+	set_reason(s, "left group %s: %s", s->cfg.group,
+		   reason && reason[0] ? reason : "no reason given");
 	finish(s, CTL_M_LEFT);
 }
 
@@ -679,6 +752,11 @@ const struct ctl_epoch_rec *ctl_msm_op_epoch(const struct ctl_msm *s, uint64_t s
 		}
 	}
 	return NULL;
+}
+
+uint64_t ctl_msm_admitted(const struct ctl_msm *s)
+{
+	return s->admitted;
 }
 
 uint32_t ctl_msm_coord(const struct ctl_msm *s)

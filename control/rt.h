@@ -154,12 +154,24 @@ void rt_epoch_cache_clear(struct rt_epoch_cache *c);
 
 /* ---- host: a listener and the connections it accepted (host.c) -------------------------- */
 
+/* Where a coordinator's member takes connections (its death probes go there). */
+struct rt_probe_addr {
+	struct sockaddr_storage sa;
+	socklen_t len; /* 0: not known */
+	uint64_t inc;  /* the incarnation that said HELLO from there (unused when fixed) */
+};
+
 /* A coordinator served by a host; connections that said HELLO to it point here. The owner
  * (member or daemon) embeds it and sets @coord; the host counts @nconns. */
 struct rt_route {
 	struct rt_host *host;
 	struct ctl_coord *coord;
-	uint32_t nconns; /* connections routed here and not closed yet */
+	uint32_t nconns;	     /* connections routed here and not closed yet */
+	const char *group;	     /* the group's name (probes say HELLO in it) */
+	struct rt_probe_addr *paddr; /* per member id (@npaddr entries); NULL: no probes */
+	uint32_t npaddr;
+	int paddr_fixed; /* the owner filled @paddr (embedded: the configured addresses); the
+			  * HELLOs' listen ports do not change it */
 };
 
 /* What the host asks its owner. Called on the owner's thread with its lock held. */
@@ -174,9 +186,11 @@ struct rt_host_ops {
 };
 
 struct rt_hconn;
+struct rt_probe;
 
 /* A listener (or none) and its accepted connections, plus connections adopted only to be
- * flushed and closed. Owned by a member or the daemon. */
+ * flushed and closed, plus the probes its coordinators asked for. Owned by a member or the
+ * daemon. */
 struct rt_host {
 	int lfd; /* -1: no listener */
 	int port;
@@ -185,10 +199,12 @@ struct rt_host {
 	struct rt_hconn *conns;
 	struct rt_hconn *byid[256]; /* hash of conns by id */
 	uint32_t nlinger;	    /* adopted connections not closed yet */
+	struct rt_probe *probes;    /* rt_probe.c */
+	uint64_t probe_ms;	    /* a probe without an answer by then is UNKNOWN */
 };
 
 /* Poll kinds the host uses (owners use their own above RT_POLL_OWNER). */
-enum { RT_POLL_LISTEN = 1, RT_POLL_HCONN, RT_POLL_OWNER = 16 };
+enum { RT_POLL_LISTEN = 1, RT_POLL_HCONN, RT_POLL_PROBE, RT_POLL_OWNER = 16 };
 
 /* Listens on @sa (NULL: no listener) and remembers @ops and the scratch @msg. With @adopt_fd
  * >= 0, listens on a duplicate of that socket instead, which must already listen on @sa's port
@@ -214,5 +230,28 @@ void rt_host_on_poll(struct rt_host *h, const struct rt_pollref *ref, short reve
 uint64_t rt_host_timers(struct rt_host *h, uint64_t now);
 /* One last send attempt on every connection (before the owner closes everything). */
 void rt_host_flush_all(struct rt_host *h);
+
+/* ---- probes of members' listening ports (rt_probe.c) --------------------------------------- */
+
+/* Gives @r room for @n members' probe addresses (all unknown). 0 or -ENOMEM. */
+int rt_route_paddr_alloc(struct rt_route *r, uint32_t n);
+/* Frees them. */
+void rt_route_paddr_free(struct rt_route *r);
+/* A HELLO routed to @r on a connection from @peer: remembers where member hello->member takes
+ * connections (the peer's address with the HELLO's listen port), unless the owner fixed it. */
+void rt_route_note_hello(struct rt_route *r, const struct ctl_msg *hello,
+			 const struct sockaddr_storage *peer);
+/* The coordinator op: starts a probe of member @id of @arg (a struct rt_route). */
+void rt_route_probe(void *arg, uint32_t id, uint64_t incarnation);
+/* Drops the probes of @r (its coordinator is going). */
+void rt_probe_drop_route(struct rt_host *h, struct rt_route *r);
+/* Adds the probes in flight to @ps. 0 or -ENOMEM. */
+int rt_probe_poll_add(struct rt_host *h, struct rt_pollset *ps);
+/* A probe's socket is ready (RT_POLL_PROBE entry). */
+void rt_probe_on_poll(struct rt_host *h, struct rt_probe *p, short revents, uint64_t now);
+/* Delivers decided probes and expires late ones. Returns the next deadline (UINT64_MAX none). */
+uint64_t rt_probe_timers(struct rt_host *h, uint64_t now);
+/* Closes and frees every probe without answering. */
+void rt_probe_fini(struct rt_host *h);
 
 #endif

@@ -14,7 +14,7 @@
  *    16  u64  group_id     ctl_group_id(group name)
  *    24  u64  epoch
  *
- *   HELLO (45 + group_len + members list)
+ *   HELLO (47 + group_len + members list)
  *     0  u32  member
  *     4  u32  flags        CTL_HELLO_* bits only
  *     8  u64  incarnation
@@ -22,9 +22,10 @@
  *    24  u64  next_op
  *    32  u64  done_op
  *    40  u32  expected     1 .. CTL_MAX_MEMBERS
- *    44  u8   group_len    1 .. CTL_GROUP_MAX - 1
- *    45  group_len bytes   group name, each byte 0x21 .. 0x7e (no NUL, no terminator)
- *    45 + group_len        members list
+ *    44  u16  listen_port  any (0: the sender takes no connections)
+ *    46  u8   group_len    1 .. CTL_GROUP_MAX - 1
+ *    47  group_len bytes   group name, each byte 0x21 .. 0x7e (no NUL, no terminator)
+ *    47 + group_len        members list
  *
  *   VIEW, PROPOSE (12 + members list)
  *     0  u64  boundary
@@ -35,11 +36,16 @@
  *     0  u64  next_op
  *     8  u64  done_op
  *
- *   SUSPECT (8)
+ *   SUSPECT (16)
  *     0  u32  peer
- *     4  u32  evidence     CTL_EV_DEATH or CTL_EV_SILENCE
+ *     4  u32  evidence     1 .. CTL_EV_MAX
+ *     8  u64  seq
  *
- *   LEAVE, READY (0)
+ *   LEAVE (2 + text_len)
+ *     0  u16  text_len     0 .. CTL_TEXT_MAX - 1: the reason
+ *     2  text_len bytes    no NUL (decoded NUL-terminated)
+ *
+ *   READY (0)
  *
  *   REFUSE (10 + text_len)
  *     0  u32  code         1 .. CTL_REF_MAX
@@ -49,16 +55,17 @@
  *
  *   Members list (4 + count records)
  *     0  u32  count        0 .. CTL_MAX_MEMBERS
- *     4  records, each 26 + info_len:
+ *     4  records, each 34 + info_len:
  *          0  u32  id           != CTL_NO_MEMBER, strictly increasing along the list
  *          4  u32  flags        CTL_MF_* bits only
  *          8  u64  incarnation
  *         16  u64  done
- *         24  u16  info_len     0 .. CTL_INFO_MAX
- *         26  info_len bytes    opaque
+ *         24  u64  start
+ *         32  u16  info_len     0 .. CTL_INFO_MAX
+ *         34  info_len bytes    opaque
  *
  * The largest frame (HELLO, 63-byte group, CTL_MAX_MEMBERS records of CTL_INFO_MAX bytes) is
- * 32 + 45 + 63 + 4 + 1024 * 154 = 157840 bytes, within CTL_FRAME_MAX.
+ * 32 + 47 + 63 + 4 + 1024 * 162 = 165954 bytes, within CTL_FRAME_MAX.
  */
 #include "ftcc/ctl_wire.h"
 #include "ftcc/le.h"
@@ -66,10 +73,11 @@
 #include <errno.h>
 #include <string.h>
 
-#define HELLO_FIXED 45 /* HELLO body before the group bytes */
+#define HELLO_FIXED 47 /* HELLO body before the group bytes */
 #define VIEW_FIXED 12  /* VIEW/PROPOSE body before the members list */
-#define REC_FIXED 26   /* member record before its info bytes */
+#define REC_FIXED 34   /* member record before its info bytes */
 #define REFUSE_FIXED 10
+#define LEAVE_FIXED 2
 
 /* Bounds-checked reader over one frame's body. Reading past the end sets @bad and yields
  * zeros, so a decoder reads all fields first and tests @bad once before trusting them. */
@@ -179,7 +187,7 @@ static int group_ok(const uint8_t *s, size_t n)
 	return 1;
 }
 
-/* REFUSE text: shorter than CTL_TEXT_MAX, no NUL inside. */
+/* REFUSE and LEAVE text: shorter than CTL_TEXT_MAX, no NUL inside. */
 static int text_ok(const uint8_t *s, size_t n)
 {
 	return n < CTL_TEXT_MAX && memchr(s, 0, n) == NULL;
@@ -202,7 +210,7 @@ static int scalars_ok(const struct ctl_msg *m)
 		return (m->flags & ~(uint32_t)CTL_HELLO_FLAGS) == 0 && m->expected >= 1 &&
 		       m->expected <= CTL_MAX_MEMBERS;
 	case CTL_SUSPECT:
-		return m->evidence == CTL_EV_DEATH || m->evidence == CTL_EV_SILENCE;
+		return m->evidence >= 1 && m->evidence <= CTL_EV_MAX;
 	case CTL_REFUSE:
 		return m->code >= 1 && m->code <= CTL_REF_MAX;
 	case CTL_VIEW:
@@ -276,6 +284,7 @@ static int members_decode(struct rd *r, struct ctl_msg *m)
 		rec->flags = rd_u32(r);
 		rec->incarnation = rd_u64(r);
 		rec->done = rd_u64(r);
+		rec->start = rd_u64(r);
 		rec->info_len = rd_u16(r);
 		if (r->bad || !rec_ok(rec, prev, i == 0)) {
 			return -EPROTO;
@@ -310,6 +319,7 @@ static int body_decode(struct rd *r, struct ctl_msg *m)
 		m->next_op = rd_u64(r);
 		m->done_op = rd_u64(r);
 		m->expected = rd_u32(r);
+		m->listen_port = rd_u16(r);
 		n = rd_u8(r);
 		s = rd_take(r, n);
 		if (!s || !group_ok(s, n)) {
@@ -331,10 +341,14 @@ static int body_decode(struct rd *r, struct ctl_msg *m)
 	case CTL_SUSPECT:
 		m->peer = rd_u32(r);
 		m->evidence = rd_u32(r);
+		m->seq = rd_u64(r);
 		break;
 	case CTL_REFUSE:
-		m->code = rd_u32(r);
-		m->hint = rd_u32(r);
+	case CTL_LEAVE:
+		if (m->type == CTL_REFUSE) {
+			m->code = rd_u32(r);
+			m->hint = rd_u32(r);
+		}
 		n = rd_u16(r);
 		s = rd_take(r, n);
 		if (!s || !text_ok(s, n)) {
@@ -343,7 +357,7 @@ static int body_decode(struct rd *r, struct ctl_msg *m)
 		memcpy(m->text, s, n);
 		m->text[n] = '\0';
 		break;
-	default: /* LEAVE, READY: empty */
+	default: /* READY: empty */
 		break;
 	}
 	if (r->bad || !scalars_ok(m)) {
@@ -429,16 +443,17 @@ static size_t frame_size(const struct ctl_msg *m)
 		body = 16;
 		break;
 	case CTL_SUSPECT:
-		body = 8;
+		body = 16;
 		break;
 	case CTL_REFUSE:
+	case CTL_LEAVE:
 		n = strnlen(m->text, CTL_TEXT_MAX);
 		if (!text_ok((const uint8_t *)m->text, n)) {
 			return 0;
 		}
-		body = REFUSE_FIXED + n;
+		body = (m->type == CTL_REFUSE ? REFUSE_FIXED : LEAVE_FIXED) + n;
 		break;
-	default: /* LEAVE, READY */
+	default: /* READY */
 		body = 0;
 		break;
 	}
@@ -462,6 +477,7 @@ static void members_encode(struct wr *w, const struct ctl_msg *m)
 		wr_u32(w, rec->flags);
 		wr_u64(w, rec->incarnation);
 		wr_u64(w, rec->done);
+		wr_u64(w, rec->start);
 		wr_u16(w, rec->info_len);
 		wr_bytes(w, rec->info, rec->info_len);
 	}
@@ -495,6 +511,7 @@ ssize_t ctl_msg_encode(const struct ctl_msg *m, void *buf, size_t cap)
 		wr_u64(&w, m->next_op);
 		wr_u64(&w, m->done_op);
 		wr_u32(&w, m->expected);
+		wr_u16(&w, m->listen_port);
 		wr_u8(&w, (uint8_t)n);
 		wr_bytes(&w, m->group, n);
 		break;
@@ -511,11 +528,15 @@ ssize_t ctl_msg_encode(const struct ctl_msg *m, void *buf, size_t cap)
 	case CTL_SUSPECT:
 		wr_u32(&w, m->peer);
 		wr_u32(&w, m->evidence);
+		wr_u64(&w, m->seq);
 		break;
 	case CTL_REFUSE:
+	case CTL_LEAVE:
 		n = strnlen(m->text, CTL_TEXT_MAX);
-		wr_u32(&w, m->code);
-		wr_u32(&w, m->hint);
+		if (m->type == CTL_REFUSE) {
+			wr_u32(&w, m->code);
+			wr_u32(&w, m->hint);
+		}
 		wr_u16(&w, (uint16_t)n);
 		wr_bytes(&w, m->text, n);
 		break;
@@ -545,7 +566,20 @@ const char *ctl_refuse_name(unsigned code)
 		[CTL_REF_PROTOCOL] = "protocol",   [CTL_REF_STALE] = "stale",
 		[CTL_REF_NOT_COORD] = "not_coord", [CTL_REF_NO_QUORUM] = "no_quorum",
 		[CTL_REF_FULL] = "full",	   [CTL_REF_CLOSED] = "closed",
+		[CTL_REF_LEFT] = "left",
 	};
 
 	return code >= 1 && code <= CTL_REF_MAX ? names[code] : "unknown";
+}
+
+const char *ctl_evidence_name(unsigned ev)
+{
+	static const char *const names[] = {
+		[CTL_EV_DEATH] = "death",
+		[CTL_EV_SILENCE] = "silence",
+		[CTL_EV_LINK] = "link",
+		[CTL_EV_CUT] = "cut",
+	};
+
+	return ev >= 1 && ev <= CTL_EV_MAX ? names[ev] : "unknown";
 }

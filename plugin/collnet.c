@@ -630,7 +630,14 @@ ncclResult_t collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t 
 		pthread_mutex_unlock(&cc->mu);
 		if (rc == FTCC_ERR_BUSY)
 			return ncclSuccess;
-		ftcc_warn("CollNet iallreduce: group %s: %s", cc->group, ftcc_strerror(rc));
+		/* This node cannot start an op the others will start: it leaves the group now
+		 * (they finish it without it), and stays failed for NCCL. */
+		ftcc_warn("CollNet iallreduce: group %s: %s; node %u leaves the group", cc->group,
+			  ftcc_strerror(rc), cc->rank);
+		ftcc_comm_abort(cc->comm);
+		pthread_mutex_lock(&cc->mu);
+		cc->failed = rc == FTCC_ERR_NOMEM ? ncclSystemError : ncclRemoteError;
+		pthread_mutex_unlock(&cc->mu);
 		return rc == FTCC_ERR_NOMEM ? ncclSystemError : ncclRemoteError;
 	}
 	q = &cc->reqs[slot];
@@ -715,8 +722,11 @@ ncclResult_t collnet_test(void *request, int *done, int *size)
 			res = ncclRemoteError;
 		}
 	} else if (rc == FTCC_ERR_INVALID || rc == FTCC_ERR_NOMEM) {
-		ftcc_warn("CollNet group %s: op failed: %s", cc->group, ftcc_strerror(rc));
-		res = rc == FTCC_ERR_NOMEM ? ncclSystemError : ncclInternalError;
+		/* A local failure: the engine left the group for this node (the others finish
+		 * the op without it); this node stays failed. */
+		ftcc_warn("CollNet group %s: op failed on node %u: %s (%s); it left the group",
+			  cc->group, cc->rank, ftcc_strerror(rc), ftcc_comm_last_error(cc->comm));
+		cc->failed = res = rc == FTCC_ERR_NOMEM ? ncclSystemError : ncclInternalError;
 	} else {
 		/* LOST (a minority, or removed), ABORTED, TIMEOUT: this node cannot go on. */
 		ftcc_warn("CollNet group %s: node %u can no longer make progress with the group "

@@ -89,11 +89,28 @@ void ctl_member_view(struct ctl_member *m, struct ctl_view *v);
 int ctl_member_op_epoch(struct ctl_member *m, uint64_t seq, const struct ctl_epoch **out);
 
 /* Engine progress (next op to issue, first op not completed); reported in heartbeats and ACKs.
+ * The next op only grows (calls from the issuing and the executing thread may cross).
  * Lock-free. */
 void ctl_member_progress(struct ctl_member *m, uint64_t next_op, uint64_t done_op);
 
-/* Reports evidence against @peer seen on the data path. 0 or -EINVAL. */
-int ctl_member_suspect(struct ctl_member *m, uint32_t peer, enum ctl_evidence ev);
+/* An op was issued: the next op to issue is now @next_op (or more). Lock-free. */
+void ctl_member_issued(struct ctl_member *m, uint64_t next_op);
+
+/* Reports what the data path saw of @peer while running op @seq: CTL_EV_LINK (a data link
+ * broke: the ops in flight need another attempt) or CTL_EV_CUT (the peer cannot be reached).
+ * The coordinator decides; nothing here is a verdict. Sent only while the coordinator's link is
+ * up: a caller waiting on the outcome sends it again. 0 or -EINVAL. */
+int ctl_member_suspect(struct ctl_member *m, uint32_t peer, enum ctl_evidence ev, uint64_t seq);
+
+/* Leaves the group on purpose for @reason (LEAVE, best effort), without freeing anything: the
+ * member's state becomes LEFT, and the others go on without it at once (a LEAVE is proof that
+ * it is out). For a member that gives up (a local failure) and must not make the others wait.
+ * 0, or -EINVAL. */
+int ctl_member_leave(struct ctl_member *m, const char *reason);
+
+/* The first op of this member's incarnation in the group: 0 for a founding member, its
+ * admission boundary for a joiner (the start of its record in every view). */
+uint64_t ctl_member_admitted(struct ctl_member *m);
 
 /* A catch-up member declares itself ready to contribute. 0 or -EINVAL. */
 int ctl_member_ready(struct ctl_member *m);

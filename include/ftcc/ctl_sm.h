@@ -10,20 +10,29 @@
  *  - A coordinator forms epoch 1 once all expected members said HELLO, then owns every epoch
  *    change. A change is PROPOSEd to the members that stay; each ACKs with its op progress; the
  *    VIEW (commit) names the first op of the new epoch: the lowest op not done by some member
- *    when members are removed, or every member's next op plus CTL_JOIN_SLACK when members are
- *    only added, so nobody waits. A member that ACKed may issue ops below its next op plus
- *    CTL_JOIN_SLACK in the old epoch; further ops wait for the VIEW (the fence).
- *  - Death evidence (a control link closed or reset by the peer's kernel, LEAVE, SUSPECT with
- *    CTL_EV_DEATH, a restarted incarnation) removes a member at once. Silence (no frame for the
- *    failure timeout) removes members only while the members the coordinator still hears form a
- *    quorum of the current epoch: more than half, or exactly half including its lowest id.
- *    Members proven dead do not count in the base. Without quorum the coordinator stops and
- *    tells everyone why.
- *  - Embedded backend: the lowest live member hosts the coordinator. A member that loses it
- *    (death evidence, or silence for the failure timeout) tells it so if it can (SUSPECT of the
- *    coordinator, never a bare close) and goes to the lowest member of its view it holds no
- *    evidence against; if that is itself, it hosts a coordinator in takeover mode, which
- *    rebuilds the group from the HELLO reports (views, progress, evidence) and commits
+ *    when members are removed or the ops in flight need another attempt, or every member's next
+ *    op plus CTL_JOIN_SLACK when members are only added, so nobody waits. A member that ACKed
+ *    may issue ops below its next op plus CTL_JOIN_SLACK in the old epoch; further ops wait for
+ *    the VIEW (the fence).
+ *  - Only the coordinator decides who is in the group, and only on evidence about the accused
+ *    that it holds itself: a LEAVE (the member's own word), a new incarnation asking to join,
+ *    silence on the accused's control connection for the failure timeout, or its control
+ *    connection ended without a LEAVE and a connect to its listening port refused (the process
+ *    is gone). What one member says of another (SUSPECT) is a reason to look, never a verdict:
+ *    a broken data link between two live members asks for another attempt of the ops in flight
+ *    (a retry epoch, same members); a link that stays broken between two members the
+ *    coordinator hears removes exactly one of them, by a fixed rule (coord_verdict.c).
+ *  - Safety: the members that go on must be a quorum of the epoch they leave (more than half,
+ *    or exactly half including its lowest id), unless every other member left on purpose. A
+ *    death the coordinator proved does not shrink the base (a firewall can forge the resets
+ *    and refusals that prove it), except at a daemon, which no member ever replaces. Without
+ *    quorum the coordinator stops and tells everyone why.
+ *  - Embedded backend: the lowest live member hosts the coordinator. A member whose link to it
+ *    ends connects again; a refused connect, silence for the failure timeout, or the host
+ *    leaving (REFUSE LEFT) is the loss of the coordinator. The member then tells it so if it can
+ *    (SUSPECT of the coordinator, never a bare close) and goes to the lowest member of its view
+ *    it holds no evidence against; if that is itself, it hosts a coordinator in takeover mode,
+ *    which rebuilds the group from the HELLO reports (views, progress, evidence) and commits
  *    max(epoch numbers reported) + 1, under the same quorum rule. Epoch numbers never repeat.
  *  - Final member states: LOST (no quorum, no coordinator within the bound), REMOVED (refused as
  *    stale), LEFT.
@@ -70,6 +79,13 @@ struct ctl_coord_cfg {
 	uint32_t suspect;		      /* the coordinator it lost (not awaited), or none */
 };
 
+/* What a probe of a member's listening port found. */
+enum ctl_probe_result {
+	CTL_PROBE_ALIVE = 1, /* a connection was accepted: the process lives */
+	CTL_PROBE_REFUSED,   /* refused: nothing listens there, the process is gone */
+	CTL_PROBE_UNKNOWN,   /* no answer within the bound, or no address to probe */
+};
+
 /* What a coordinator asks of its runtime. @conn is the runtime's handle of a connection that
  * delivered a HELLO to this coordinator. */
 struct ctl_coord_ops {
@@ -79,6 +95,10 @@ struct ctl_coord_ops {
 	/* Closes @conn after what was queued on it is flushed (bounded by the runtime). The
 	 * coordinator forgets @conn; no on_close follows. */
 	void (*close)(void *arg, uint32_t conn);
+	/* Connects to member @id's listening port (the address its HELLO named) and answers
+	 * through ctl_coord_on_probe() with @incarnation, within about the failure timeout.
+	 * Optional: without it, connections that end are left to the silence rule. */
+	void (*probe)(void *arg, uint32_t id, uint64_t incarnation);
 };
 
 struct ctl_coord;
@@ -91,6 +111,10 @@ struct ctl_coord *ctl_coord_create(const struct ctl_coord_cfg *cfg, const struct
 void ctl_coord_destroy(struct ctl_coord *c);
 /* REFUSE(CLOSED) and close for every connection; the state becomes STOPPED. */
 void ctl_coord_shutdown(struct ctl_coord *c, uint64_t now);
+/* The hosting member leaves the group on purpose (@reason): REFUSE(LEFT) to everyone, which the
+ * members take as proof that it is out (a takeover may go on without it); STOPPED. A daemon's
+ * coordinator just shuts down. */
+void ctl_coord_host_left(struct ctl_coord *c, const char *reason, uint64_t now);
 
 /* A decoded frame arrived on @conn (the first one on a connection is HELLO; the runtime has
  * checked the group id). */
@@ -98,7 +122,11 @@ void ctl_coord_on_msg(struct ctl_coord *c, uint32_t conn, const struct ctl_msg *
 /* @conn ended. @death: closed or reset by the peer (EOF, ECONNRESET), which is death evidence
  * for its member; 0 for a local error or timeout. */
 void ctl_coord_on_close(struct ctl_coord *c, uint32_t conn, int death, uint64_t now);
-/* Timers: heartbeats, silence, proposal and formation deadlines. Call at least every hb_ms/2. */
+/* The answer to ops.probe(@id, @incarnation). */
+void ctl_coord_on_probe(struct ctl_coord *c, uint32_t id, uint64_t incarnation,
+			enum ctl_probe_result res, uint64_t now);
+/* Timers: heartbeats, silence, links, proposal and formation deadlines. Call at least every
+ * hb_ms/2. */
 void ctl_coord_tick(struct ctl_coord *c, uint64_t now);
 
 enum ctl_coord_state ctl_coord_state(const struct ctl_coord *c);
@@ -135,6 +163,7 @@ struct ctl_msm_cfg {
 	uint64_t timeout_ms;
 	uint64_t hb_ms;
 	uint64_t connect_timeout_ms; /* BOOT/JOINING: give up after this long */
+	uint16_t listen_port;	     /* its control listener's port, sent in HELLO (0: none) */
 	uint16_t info_len;
 	uint8_t info[CTL_INFO_MAX];
 };
@@ -185,12 +214,15 @@ void ctl_msm_tick(struct ctl_msm *s, uint64_t now);
 /* The engine's progress: next op it will issue and first op not completed. Cheap; read when
  * ACKing and in heartbeats. */
 void ctl_msm_progress(struct ctl_msm *s, uint64_t next_op, uint64_t done_op);
-/* Evidence against member @peer from the data path (CTL_EV_DEATH or CTL_EV_SILENCE). */
-void ctl_msm_suspect(struct ctl_msm *s, uint32_t peer, enum ctl_evidence ev, uint64_t now);
+/* Evidence about member @peer from the data path, seen while running op @seq: sent to the
+ * coordinator (dropped when there is no link to it; the caller sends it again while it waits). */
+void ctl_msm_suspect(struct ctl_msm *s, uint32_t peer, enum ctl_evidence ev, uint64_t seq,
+		     uint64_t now);
 /* A catch-up member is ready to contribute. -EINVAL when not a catch-up member. */
 int ctl_msm_ready(struct ctl_msm *s, uint64_t now);
-/* Leave on purpose: LEAVE is queued and the connection closed; state LEFT. */
-void ctl_msm_leave(struct ctl_msm *s, uint64_t now);
+/* Leave on purpose for @reason (may be NULL): LEAVE is queued and the connection closed; state
+ * LEFT. */
+void ctl_msm_leave(struct ctl_msm *s, const char *reason, uint64_t now);
 
 enum ctl_member_state ctl_msm_state(const struct ctl_msm *s);
 /* Why the member is in a final state (or the last notable event); never NULL. */
@@ -201,6 +233,9 @@ const struct ctl_epoch_rec *ctl_msm_view(const struct ctl_msm *s);
  * before the first epoch). *@fenced = 1 when @seq may not be issued yet (a proposal is open and
  * @seq is at or past the fence). */
 const struct ctl_epoch_rec *ctl_msm_op_epoch(const struct ctl_msm *s, uint64_t seq, int *fenced);
+/* The first op of this incarnation (its record's start in the newest view): 0 for a founding
+ * member, its admission boundary for a joiner. */
+uint64_t ctl_msm_admitted(const struct ctl_msm *s);
 /* Member id believed to coordinate now (CTL_NO_MEMBER: unknown or the daemon). */
 uint32_t ctl_msm_coord(const struct ctl_msm *s);
 /* Earliest time a tick is needed. */

@@ -13,7 +13,7 @@
 #include <sys/types.h>
 
 #define CTL_WIRE_MAGIC 0x4d435446u /* "FTCM" */
-#define CTL_WIRE_VERSION 1
+#define CTL_WIRE_VERSION 2
 #define CTL_HDR_SIZE 32
 #define CTL_MAX_MEMBERS 1024 /* members in one view */
 #define CTL_GROUP_MAX 64     /* group name, including the NUL */
@@ -29,9 +29,10 @@ enum ctl_type {
 	CTL_ACK = 4,	 /* member -> coordinator: progress at the time of a PROPOSE */
 	CTL_HB = 5,	 /* both ways, every heartbeat period */
 	CTL_SUSPECT = 6, /* member -> coordinator: evidence against a peer */
-	CTL_LEAVE = 7,	 /* member -> coordinator: leaving on purpose (death evidence) */
-	CTL_READY = 8,	 /* member -> coordinator: a catch-up member now contributes */
-	CTL_REFUSE = 9,	 /* -> member: why it is refused or stopped; the sender closes next */
+	CTL_LEAVE =
+		7, /* member -> coordinator: leaving on purpose, with a reason (proof it is out) */
+	CTL_READY = 8,	/* member -> coordinator: a catch-up member now contributes */
+	CTL_REFUSE = 9, /* -> member: why it is refused or stopped; the sender closes next */
 	CTL_TYPE_MAX = CTL_REFUSE,
 };
 
@@ -44,13 +45,18 @@ enum ctl_type {
 /* Member record flags. */
 #define CTL_MF_CONTRIB 0x1 /* contributes input (clear: catch-up, receives results only) */
 #define CTL_MF_DEAD 0x2	   /* HELLO reports: the sender holds death evidence against it */
-#define CTL_MF_FLAGS (CTL_MF_CONTRIB | CTL_MF_DEAD)
+#define CTL_MF_LEFT 0x4	   /* HELLO reports: it left on purpose (its coordinator said so) */
+#define CTL_MF_FLAGS (CTL_MF_CONTRIB | CTL_MF_DEAD | CTL_MF_LEFT)
 
-/* SUSPECT evidence. */
+/* SUSPECT evidence. None of it is a verdict: the coordinator decides, on evidence about the
+ * accused that it gathers itself (its own link to it, a probe of its listening port). */
 enum ctl_evidence {
-	CTL_EV_DEATH = 1, /* reset or closed by the peer's kernel: acts at once */
-	CTL_EV_SILENCE =
-		2, /* no traffic for the failure timeout: needs the coordinator's verdict */
+	CTL_EV_DEATH = 1,   /* the sender saw its link to the peer closed by the peer's kernel */
+	CTL_EV_SILENCE = 2, /* no traffic from the peer for the failure timeout */
+	CTL_EV_LINK = 3,    /* a data link between two members broke and may have lost frames:
+			     * the ops in flight need another attempt (a retry epoch) */
+	CTL_EV_CUT = 4,	    /* the sender cannot reach the peer's data plane at all */
+	CTL_EV_MAX = CTL_EV_CUT,
 };
 
 /* REFUSE codes. */
@@ -61,7 +67,8 @@ enum ctl_refuse {
 	CTL_REF_NO_QUORUM = 4, /* the coordinator lost its majority: this side stops */
 	CTL_REF_FULL = 5,      /* the group already has its expected members with these ids */
 	CTL_REF_CLOSED = 6,    /* the coordinator is shutting down */
-	CTL_REF_MAX = CTL_REF_CLOSED,
+	CTL_REF_LEFT = 7,      /* the coordinator's hosting member left the group on purpose */
+	CTL_REF_MAX = CTL_REF_LEFT,
 };
 
 /* One member as carried in HELLO (the sender's view), VIEW and PROPOSE. */
@@ -70,6 +77,9 @@ struct ctl_member_rec {
 	uint32_t flags;	      /* CTL_MF_* */
 	uint64_t incarnation; /* random per process start; a restart is a new incarnation */
 	uint64_t done;	      /* VIEW: first op the member had not completed when reported */
+	uint64_t start;	      /* first op it takes part in: 0 for a founding member, its admission
+			       * boundary for a joiner (which stays its first op when a later epoch
+			       * reopens ops below it: those run without it) */
 	uint16_t info_len;
 	uint8_t info[CTL_INFO_MAX];
 };
@@ -87,6 +97,8 @@ struct ctl_msg {
 	uint64_t incarnation; /* sender's incarnation */
 	uint32_t expected;    /* group size the sender expects */
 	uint64_t max_epoch;   /* highest epoch number the sender has seen (incl. proposals) */
+	uint16_t listen_port; /* port the sender's control listener takes connections on, at the
+			       * address its connection comes from (death probes); 0: none */
 	char group[CTL_GROUP_MAX];
 
 	/* HELLO, ACK, HB (member -> coordinator): op progress */
@@ -100,11 +112,12 @@ struct ctl_msg {
 	/* SUSPECT */
 	uint32_t peer;
 	uint32_t evidence; /* enum ctl_evidence */
+	uint64_t seq;	   /* the op the sender was running when it saw it (LINK, CUT) */
 
-	/* REFUSE */
-	uint32_t code; /* enum ctl_refuse */
-	uint32_t hint; /* NOT_COORD: member id believed to coordinate, or CTL_NO_MEMBER */
-	char text[CTL_TEXT_MAX];
+	/* REFUSE (and text: LEAVE) */
+	uint32_t code;		 /* enum ctl_refuse */
+	uint32_t hint;		 /* NOT_COORD: member id believed to coordinate, or CTL_NO_MEMBER */
+	char text[CTL_TEXT_MAX]; /* REFUSE: why; LEAVE: the member's reason for leaving */
 
 	/* HELLO (sender's info in members[0] when JOIN; its view otherwise), VIEW, PROPOSE */
 	uint32_t nmembers;
@@ -132,5 +145,6 @@ ssize_t ctl_msg_encode(const struct ctl_msg *m, void *buf, size_t cap);
 /* Short names for logs. */
 const char *ctl_type_name(unsigned type);
 const char *ctl_refuse_name(unsigned code);
+const char *ctl_evidence_name(unsigned ev);
 
 #endif

@@ -14,6 +14,20 @@
  * connection whose HELLO names a member not yet known is kept (bounded, with a 5 s deadline for
  * its HELLO) until dp_set_peers() names it or refuses it.
  *
+ * Faults between live members. The data plane never gives up on a peer and never closes a
+ * connection to one on its own account: a connection that breaks (reset, closed, out of step)
+ * is made again, the connector retrying with back-off for as long as transfers want it. What
+ * was in flight on a broken connection is lost: the call whose transfers used it fails with
+ * -EPIPE, and the engine asks the membership for another attempt of its op (every member
+ * abandons the attempt; the op is finished from the data the members hold, or redone). A
+ * connection with data outstanding that the peer's kernel has not acknowledged for half the
+ * failure timeout counts as broken (a cut or a dead host; a peer that only reads slowly still
+ * acknowledges); a receive that waits long sends a NOP frame so that a broken connection shows.
+ * A peer that could not be connected to for half the failure timeout fails the call with
+ * -EHOSTUNREACH; the membership decides what that means. A sender that abandons a frame it had
+ * half written hands the rest to the data plane, which finishes it (a copy) before anything
+ * else on that connection.
+ *
  * Frames: header {magic, tag, payload length}; the payload lands directly in the receiving
  * transfer's buffer. Tags order lexicographically by (epoch, seq, phase, step), which is the
  * order a member sends in: ops in sequence within an epoch, and a newer epoch only after it
@@ -32,12 +46,12 @@
 struct dp;
 
 struct dp_cfg {
-	const char *bind_host;	    /* address to listen on and publish; NULL: the first network
-				     * interface (FTCC_SOCKET_IFNAME rules) */
-	uint64_t group_id;	    /* every HELLO carries it */
-	uint32_t self_id;	    /* member id */
-	uint64_t incarnation;	    /* this process's incarnation (the control plane's) */
-	int64_t connect_timeout_ms; /* bound on one connection's setup; 0: setting */
+	const char *bind_host; /* address to listen on and publish; NULL: the first network
+				* interface (FTCC_SOCKET_IFNAME rules) */
+	uint64_t group_id;     /* every HELLO carries it */
+	uint32_t self_id;      /* member id */
+	uint64_t incarnation;  /* this process's incarnation (the control plane's) */
+	int64_t failure_ms;    /* the failure timeout its liveness bounds derive from; 0: setting */
 };
 
 /* One published address, "host:port" text. */
@@ -60,6 +74,7 @@ struct dp_tag {
 /* Phases, in protocol order within one op and epoch: a frame of a later phase may arrive while
  * the receiver still waits in an earlier one, and must not look stale to it. */
 enum {
+	DP_PH_NOP = 0,	  /* no payload, matched by nothing: keeps a waiting connection honest */
 	DP_PH_REPORT = 1, /* resume reports */
 	DP_PH_FILL = 2,	  /* missing chunks pushed after a resume decision */
 	DP_PH_DATA = 3,	 /* an algorithm's steps (an op in an epoch has a fill or data, not both) */
@@ -97,11 +112,14 @@ int dp_set_peers(struct dp *dp, const struct dp_peer *peers, uint32_t n);
 /* Progresses the @n transfers in @x (all posted by this call, in any state) for up to
  * @wait_ms: returns as soon as at least one transfer completes that was not complete on entry
  * (> 0: how many), or 0 when @wait_ms passed with none (the caller checks the epoch and calls
- * again). Spins briefly before sleeping in poll(). Errors: -EPIPE when a peer's connection was
- * closed or reset or failed to connect (*@bad_peer names it; the connection is gone, and a
- * later transfer with that peer reconnects); -ECANCELED after dp_abort(); -EPROTO on a
- * malformed frame or length mismatch (*@bad_peer names the peer; its connection is closed);
- * -EINVAL for a transfer naming an unknown peer or self. */
+ * again). Spins briefly before sleeping in poll(). Errors (*@bad_peer names the peer): -EPIPE
+ * when a connection this call used broke (closed, reset, replaced by the peer's new one, or
+ * silent with data outstanding): frames may be lost, and a later transfer reconnects;
+ * -EHOSTUNREACH when a peer could not be connected to for half the failure timeout (attempts
+ * go on); -EPROTO on a malformed frame or length mismatch (its connection is closed);
+ * -ECANCELED after dp_abort(); -EINVAL for a transfer naming an unknown peer or self. After an
+ * error, the caller either calls again or gives the transfers up with dp_release(). With no
+ * transfers (@n 0) it writes what dp holds of abandoned frames, waiting up to @wait_ms. */
 int dp_progress(struct dp *dp, struct dp_xfer *x, int n, int wait_ms, uint32_t *bad_peer);
 
 /* Runs @x to completion: dp_progress() until all are done, calling @check(@arg) whenever a
@@ -110,14 +128,14 @@ int dp_progress(struct dp *dp, struct dp_xfer *x, int n, int wait_ms, uint32_t *
 int dp_run(struct dp *dp, struct dp_xfer *x, int n, int (*check)(void *arg), void *arg,
 	   int check_ms, uint32_t *bad_peer);
 
-/* Finishes, for up to @ms, the sends of @x that dp left half written (a frame's header or part
- * of its payload on the stream), so that a caller giving up on @x (its check said stop, or
- * another peer failed) does not cost those connections: an abandoned half frame can only be
- * ended by closing the connection, which the peer sees as -EPIPE. The peer uses or drops the
- * finished frames like any other. Sends not yet started are left alone; errors are ignored.
- * dp_run() does this itself before returning a check's value or an error other than
- * -ECANCELED. */
-void dp_settle(struct dp *dp, const struct dp_xfer *x, int n, int ms);
+/* The caller gives up the @n transfers @x (its check said stop, or a peer failed): after this
+ * their buffers are the caller's again. A send dp left half written is finished from a copy
+ * before anything else goes on its connection (an abandoned half frame could only be ended by
+ * closing the connection); a receive half read has the rest of its frame drained. Sends not
+ * started are dropped. Never blocks; out of memory for the copy, the connection is closed (a
+ * broken link, which the peer survives). dp_run() does this itself before it returns an error
+ * or a check's value. */
+void dp_release(struct dp *dp, const struct dp_xfer *x, int n);
 
 /* Makes every current and later dp_progress() return -ECANCELED at once. Any thread. */
 void dp_abort(struct dp *dp);

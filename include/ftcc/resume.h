@@ -8,8 +8,11 @@
  *  - an attempt is covered when the union of the chunks the reporters hold is all of its
  *    chunks; the oldest covered attempt is finished from that data (FINISH), keeping its
  *    contributor set (a member that failed after its input was folded in stays counted);
- *  - a completed report (a member already returned the result, which it does only once every
- *    member of the attempt held all of it) makes that attempt the answer; nobody needs data;
+ *  - a completed report (a member already returned the result) makes that attempt the answer;
+ *    a member returns only once every member of the attempt held all of it (the have notices),
+ *    except in a group of two running recursive doubling, where the member that returned keeps a
+ *    copy and says so (RS_F_SERVE): a peer whose last frame was lost on a broken link gets the
+ *    missing chunks from it (FINISH); otherwise nobody needs data (DONE);
  *  - otherwise the op runs again in the new epoch from the preserved inputs (RUN).
  * A covered attempt can only be the oldest one reported: a newer attempt exists only because the
  * older was not covered when it was decided, and chunks of an abandoned attempt never grow.
@@ -25,7 +28,8 @@
 
 enum {
 	RS_F_ATTEMPT = 0x1,   /* att_* describe an attempt this member holds chunks of */
-	RS_F_COMPLETED = 0x2, /* it returned the op: the attempt's result is everywhere */
+	RS_F_COMPLETED = 0x2, /* it returned the op */
+	RS_F_SERVE = 0x4, /* completed, and kept a copy of the result: it can provide any chunk */
 };
 
 /* One member's report on op @seq. Sent as a fixed-size little-endian record (resume_encode). */
@@ -58,13 +62,15 @@ struct rs_decision {
 	uint32_t ncontrib;
 	uint8_t contrib[FTCC_MAX_MEMBERS / 8];
 	/* FINISH: provider[c] = index (into the reports) of the member that sends chunk c to
-	 * whoever lacks it: the lowest index holding it that has not completed. */
+	 * whoever lacks it: the lowest index holding it that has not completed, else the lowest
+	 * completed one that serves from a copy (UINT32_MAX: nobody lacks it). */
 	uint32_t provider[RS_CHUNKS_MAX];
 };
 
 /* Decides from the @n reports @r (one per member of the new epoch, in member order). 0, or
  * -EPROTO when the reports contradict each other (two reports of one attempt disagreeing on its
- * shape or contributors, a chunk held only by members that completed, a bad field). */
+ * shape or contributors, a chunk some member lacks that only members holding no copy have, a bad
+ * field). */
 int resume_decide(const struct rs_report *r, uint32_t n, struct rs_decision *d);
 
 /* Wire form of a report: RS_WIRE_SIZE bytes. decode: 0 or -EPROTO (bad field). */

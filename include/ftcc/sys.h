@@ -14,6 +14,9 @@
 /* Re-reads FTCC_INJECT. Called by ftcc_settings_load(). */
 void ftcc_sys_inject_reload(const char *spec);
 
+/* Arms @count more failures of wrapper @name (tests: FTCC_FAULT's "reset"). Thread-safe. */
+void ftcc_sys_inject_arm(const char *name, long count);
+
 /* Returns 1 (and consumes one count) when wrapper @name must fail now. Thread-safe. */
 int ftcc_sys_inject_hit(const char *name);
 

@@ -63,7 +63,8 @@ void chaos_teardown(void);
 const char *ids(uint32_t mask, int k);
 /* Every record and the end of every member's log, for failure messages. */
 const char *describe(void);
-/* Agreement and exact results over every record; returns the number of ops checked. */
+/* The invariants over every record (ft_group_invariants(): one member list per epoch number,
+ * agreement and exact results); returns the number of ops checked. */
 int expect_agree(void);
 /* Ends the group: every process still running destroys its communicator, in time, and exits 0. */
 void end_group(void);

@@ -106,7 +106,7 @@ static const char *describe(void)
 	size_t at = cn_heads_describe(&g, 4, text, sizeof(text));
 
 	for (int i = 0; i < g.n && at + 1 < sizeof(text); i++) {
-		char log[4096];
+		char log[4096 * 8];
 		int k;
 
 		cn_heads_log(&g, i, log, sizeof(log));
@@ -378,6 +378,17 @@ static int expect_exact(uint32_t lost, int64_t t_fault, enum ftcc_degraded polic
 	return ndeg;
 }
 
+/* One member list per epoch number across every head's log, and at least @min epochs named with
+ * their members (the epochs of the faults: an op continues in each). */
+static void expect_epochs(int min)
+{
+	char why[512];
+	int n = cn_heads_epochs(&g, why, sizeof(why));
+
+	cr_expect_geq(n, min, "%s: %d epochs in the heads' logs\n%s", n < 0 ? why : "", n,
+		      describe());
+}
+
 /* The common end of a fault at @t_fault after which @live go on without @lost: the survivors
  * finish the script and close; every op succeeded with the exact result; the stall is within
  * @bound_ms; each survivor logged the loss once. */
@@ -394,6 +405,7 @@ static struct stall expect_survived(const char *kind, uint32_t live, uint32_t lo
 	expect_clean(live);
 	expect_all_success(live);
 	ndeg = expect_exact(lost, t_fault, policy);
+	expect_epochs(0); /* an abort between ops names no epoch with its members */
 	cr_expect_geq(ndeg, AFTER_OPS, "%s: only %d ops without the lost heads\n%s", kind, ndeg,
 		      describe());
 	st = stall_over(live, t_fault, INT64_MAX, all_of(g.n));
@@ -416,6 +428,7 @@ static void kill_one(const char *kind, int n, int victim, const char *degraded,
 	wait_inflight(all_of(n));
 	t = cn_heads_kill(&g, victim);
 	expect_survived(kind, all_of(n) & ~bit(victim), bit(victim), t, policy, KILL_BOUND_MS);
+	expect_epochs(1);
 }
 
 Test(collnet_chaos, kill_head2_of_4_rescale, .timeout = 30)
@@ -510,6 +523,7 @@ Test(collnet_chaos, kill_head2_then_head0_of_4, .timeout = 30)
 	expect_clean(live);
 	expect_all_success(live);
 	expect_exact_two(t1, t2);
+	expect_epochs(2);
 	s1 = stall_over(live, t1, t2, all_of(4));
 	s2 = stall_over(live, t2, INT64_MAX, all_of(4) & ~bit(2));
 	expect_stall("SIGKILL head 2 of 4, first of two", &s1, KILL_BOUND_MS);
@@ -715,6 +729,47 @@ Test(collnet_chaos, degraded_fail_kill_head2_of_3, .timeout = 30)
 	ndeg = expect_exact(bit(2), t, FTCC_DEGRADED_FAIL);
 	cr_expect_eq(ndeg, 0, "%d ops succeeded without head 2 under FTCC_DEGRADED=fail", ndeg);
 	expect_lost_warns(live, bit(2));
+}
+
+/* Head 2 of 3 fails an op locally (out of memory, FTCC_FAULT): it leaves the group and its
+ * test() returns an error (it stays failed); the other two finish every op without it, as
+ * quickly as after a kill, never waiting for it. */
+Test(collnet_chaos, local_failure_head2_of_3, .timeout = 30)
+{
+	struct cn_opts o = base_opts();
+	const struct cn_head *h;
+	const struct cn_op *fop;
+	uint32_t live = bit(0) | bit(1);
+	char fault[64];
+
+	/* engine op k + 1 is NCCL's op k (connect's confirmation is engine op 0) */
+	snprintf(fault, sizeof(fault), "FTCC_FAULT=input:%d:0:fail", WARM_OPS + 21);
+	o.env[2] = fault;
+	start(3, &o);
+	h = cn_heads_head(&g, 2);
+	cr_assert_eq(cn_heads_wait_stage(&g, bit(2), CN_ST_RAN, RUN_MS), 0,
+		     "head 2 did not fail\n%s", describe());
+	/* The failed op ends with ncclSystemError. The head may see a later op's error first:
+	 * once it has left, an op it posts fails at once (ncclRemoteError), possibly before its
+	 * test() of the failed op; and the others may finish the failed op without it before
+	 * either. So the fault counts from the failed op's post. */
+	fop = &h->ops[WARM_OPS + 20];
+	cr_assert_eq(atomic_load_explicit(&fop->state, memory_order_acquire), 2,
+		     "head 2 did not complete op %d\n%s", WARM_OPS + 20, describe());
+	cr_expect_eq(fop->res, ncclSystemError, "head 2's op %d ended with %d", WARM_OPS + 20,
+		     fop->res);
+	cr_expect_neq(atomic_load(&h->err), 0, "head 2's test() never failed");
+	cr_expect_geq(h->err_seq, WARM_OPS + 20, "head 2 failed op %lld before the fault",
+		      (long long)h->err_seq);
+	for (int s = WARM_OPS + 20; s < CN_MAX_OPS; s++) {
+		const struct cn_op *op = &h->ops[s];
+
+		cr_expect(atomic_load_explicit(&op->state, memory_order_acquire) != 2 ||
+				  op->res != ncclSuccess,
+			  "head 2 completed op %d after it left", s);
+	}
+	expect_survived("local failure of head 2 of 3", live, bit(2), fop->t_post,
+			FTCC_DEGRADED_RESCALE, KILL_BOUND_MS);
 }
 
 /* FTCC_COLLNET_MIN_NODES=3 with 3 heads: one kill leaves too few inputs; the survivors stop

@@ -48,17 +48,20 @@ static void check_decoded(const struct ctl_msg *m)
 			CHECK(m->group[i] >= 0x21 && m->group[i] <= 0x7e);
 		}
 	} else {
-		CHECK(n == 0 && m->flags == 0 && m->expected == 0 && m->member == 0);
+		CHECK(n == 0 && m->flags == 0 && m->expected == 0 && m->member == 0 &&
+		      m->listen_port == 0);
 	}
 	CHECK(strnlen(m->text, CTL_TEXT_MAX) < CTL_TEXT_MAX);
-	CHECK(m->type == CTL_REFUSE || (m->text[0] == '\0' && m->code == 0 && m->hint == 0));
+	/* REFUSE and LEAVE carry a text; REFUSE alone a code and a hint */
+	CHECK(m->type == CTL_REFUSE || m->type == CTL_LEAVE || m->text[0] == '\0');
+	CHECK(m->type == CTL_REFUSE || (m->code == 0 && m->hint == 0));
 	if (m->type == CTL_REFUSE) {
 		CHECK(m->code >= 1 && m->code <= CTL_REF_MAX);
 	}
 	if (m->type == CTL_SUSPECT) {
-		CHECK(m->evidence == CTL_EV_DEATH || m->evidence == CTL_EV_SILENCE);
+		CHECK(m->evidence >= 1 && m->evidence <= CTL_EV_MAX);
 	} else {
-		CHECK(m->evidence == 0 && m->peer == 0);
+		CHECK(m->evidence == 0 && m->peer == 0 && m->seq == 0);
 	}
 	CHECK(carries_members(m->type) || m->nmembers == 0);
 	CHECK(m->nmembers <= CTL_MAX_MEMBERS && m->nmembers <= m->members_cap);
@@ -76,7 +79,7 @@ static void check_decoded(const struct ctl_msg *m)
 static int rec_equal(const struct ctl_member_rec *a, const struct ctl_member_rec *b)
 {
 	return a->id == b->id && a->flags == b->flags && a->incarnation == b->incarnation &&
-	       a->done == b->done && a->info_len == b->info_len &&
+	       a->done == b->done && a->start == b->start && a->info_len == b->info_len &&
 	       !memcmp(a->info, b->info, CTL_INFO_MAX);
 }
 
@@ -85,10 +88,11 @@ static int msg_equal(const struct ctl_msg *a, const struct ctl_msg *b)
 	if (a->type != b->type || a->group_id != b->group_id || a->epoch != b->epoch ||
 	    a->member != b->member || a->flags != b->flags || a->incarnation != b->incarnation ||
 	    a->expected != b->expected || a->max_epoch != b->max_epoch ||
-	    strcmp(a->group, b->group) || a->next_op != b->next_op || a->done_op != b->done_op ||
-	    a->boundary != b->boundary || a->coord != b->coord || a->peer != b->peer ||
-	    a->evidence != b->evidence || a->code != b->code || a->hint != b->hint ||
-	    strcmp(a->text, b->text) || a->nmembers != b->nmembers) {
+	    a->listen_port != b->listen_port || a->seq != b->seq || strcmp(a->group, b->group) ||
+	    a->next_op != b->next_op || a->done_op != b->done_op || a->boundary != b->boundary ||
+	    a->coord != b->coord || a->peer != b->peer || a->evidence != b->evidence ||
+	    a->code != b->code || a->hint != b->hint || strcmp(a->text, b->text) ||
+	    a->nmembers != b->nmembers) {
 		return 0;
 	}
 	for (uint32_t i = 0; i < a->nmembers; i++) {

@@ -20,6 +20,8 @@
 
 static char chaos_tables[CHAOS_MAX_TABLES][32];
 
+static long chaos_nft_rule(const char *table, const char *rule);
+
 /* Port after the last ':' of an "addr:port" token ("[::1]:80" included). */
 static int chaos_token_port(const char *tok, size_t len, uint16_t *port)
 {
@@ -112,6 +114,46 @@ int chaos_flow_kill(uint16_t lport, uint16_t rport)
 	if (chaos_cmd(argv, out, sizeof(out), CHAOS_TOOL_MS) != 0)
 		return -1;
 	return strstr(out, src) ? 0 : -1;
+}
+
+int chaos_kill_flows(const char *src_ip, const char *dst_ip, const uint16_t *keep, int nkeep)
+{
+	static char out[1 << 16];
+	char filter[1024];
+	size_t at = 0;
+	char *argv[] = { "ss", "-K", "-tnH", "state", "established", filter, NULL };
+	int n = 0;
+
+	at += (size_t)snprintf(filter + at, sizeof(filter) - at, "src %s", src_ip);
+	if (dst_ip)
+		at += (size_t)snprintf(filter + at, sizeof(filter) - at, " and dst %s", dst_ip);
+	for (int i = 0; i < nkeep && at < sizeof(filter); i++)
+		at += (size_t)snprintf(filter + at, sizeof(filter) - at,
+				       " and sport != :%u and dport != :%u", keep[i], keep[i]);
+	if (at >= sizeof(filter) || chaos_cmd(argv, out, sizeof(out), CHAOS_TOOL_MS) != 0)
+		return -1;
+	/* ss lists what it destroyed, one socket per line */
+	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"))
+		n += strstr(line, src_ip) != NULL;
+	return n;
+}
+
+long chaos_nft_between(const char *table, const char *src_ip, const char *dst_ip,
+		       const uint16_t *keep, int nkeep, const char *verdict)
+{
+	char rule[512], set[256] = "";
+	size_t at = 0;
+
+	for (int i = 0; i < nkeep && at < sizeof(set); i++)
+		at += (size_t)snprintf(set + at, sizeof(set) - at, "%s%u", i ? ", " : "", keep[i]);
+	if (nkeep)
+		snprintf(rule, sizeof(rule),
+			 "ip saddr %s ip daddr %s tcp sport != { %s } tcp dport != { %s } %s",
+			 src_ip, dst_ip, set, set, verdict);
+	else
+		snprintf(rule, sizeof(rule), "ip saddr %s ip daddr %s meta l4proto tcp %s", src_ip,
+			 dst_ip, verdict);
+	return chaos_nft_rule(table, rule);
 }
 
 /* Runs "nft ARGS..." (at most 6); output into @out. Returns nft's exit code or -1. */

@@ -27,6 +27,16 @@ int chaos_flows(pid_t pid, uint16_t rport, struct chaos_flow *out, int max);
  * kernel resets its peer. 0 when ss reported it destroyed, -1 otherwise. */
 int chaos_flow_kill(uint16_t lport, uint16_t rport);
 
+/* Destroys (`ss -K`) every established loopback TCP socket whose source address is @src_ip and,
+ * when @dst_ip is not NULL, whose peer address is @dst_ip, except those with a local or peer port
+ * in @keep (@nkeep entries: control connections, say). Each destroyed socket's peer is reset.
+ * Returns how many it destroyed, or -1 when ss failed. */
+int chaos_kill_flows(const char *src_ip, const char *dst_ip, const uint16_t *keep, int nkeep);
+/* Adds a rule with @verdict ("drop", "reject with tcp reset") for every TCP packet from @src_ip
+ * to @dst_ip with neither port in @keep. Handle or -1. */
+long chaos_nft_between(const char *table, const char *src_ip, const char *dst_ip,
+		       const uint16_t *keep, int nkeep, const char *verdict);
+
 /* Whether nft works here (root, nf_tables); when not, *why says so. */
 int chaos_nft_usable(char *why, size_t len);
 /* Deletes ftcc_test_<pid> tables whose test process is gone (a crashed earlier run). */

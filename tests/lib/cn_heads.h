@@ -155,6 +155,13 @@ size_t cn_heads_log(const struct cn_heads *g, int i, char *buf, size_t len);
 int cn_heads_check(const struct cn_heads *g, uint32_t who, uint32_t lost, int64_t t_fault_ns,
 		   enum ftcc_degraded policy, int *nfull, int *ndegraded, char *why, size_t len);
 
+/* One member list per epoch number across every head, from the epochs the heads' plug-in logs
+ * name with their members (the membership's "epoch E (K members {ids}, ...)" INFO lines, the
+ * engine's "op S continues in epoch E with members {ids}" WARN lines). Returns the number of
+ * epoch numbers seen (0 when the logs name none), or -1 with the conflict in @why.
+ * cn_heads_check() runs it too. */
+int cn_heads_epochs(const struct cn_heads *g, char *why, size_t len);
+
 /* Plain text of every head's state (stage, counts, first error, the last @tail ops) into @buf,
  * for assertion messages. Returns the length. */
 size_t cn_heads_describe(const struct cn_heads *g, int tail, char *buf, size_t len);

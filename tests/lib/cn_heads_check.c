@@ -106,6 +106,76 @@ static int cn_expect(const struct cn_heads *g, int64_t s, const struct cn_op *re
 	return -1;
 }
 
+#define CN_EPOCHS_MAX 1024
+
+/* One epoch as a head's log named it. */
+struct cn_epoch_seen {
+	uint64_t epoch;
+	int head;
+	char ids[160];
+};
+
+/* Parses "epoch E (K members {IDS}" (the membership's INFO line) or "epoch E with members {IDS}"
+ * (the engine's WARN when an op continues in a new epoch) at @p into @e. 0, or -1 when it is
+ * neither. */
+static int cn_epoch_parse(const char *p, struct cn_epoch_seen *e)
+{
+	unsigned long long ep;
+	unsigned k;
+	int at = 0;
+	const char *ids, *end;
+
+	if ((sscanf(p, "epoch %llu (%u members {%n", &ep, &k, &at) != 2 || at == 0) &&
+	    (sscanf(p, "epoch %llu with members {%n", &ep, &at) != 1 || at == 0))
+		return -1;
+	ids = p + at;
+	end = strchr(ids, '}');
+	if (!end || (size_t)(end - ids) >= sizeof(e->ids))
+		return -1;
+	e->epoch = ep;
+	memcpy(e->ids, ids, (size_t)(end - ids));
+	e->ids[end - ids] = '\0';
+	return 0;
+}
+
+int cn_heads_epochs(const struct cn_heads *g, char *why, size_t len)
+{
+	static char log[1 << 20];
+	static struct cn_epoch_seen seen[CN_EPOCHS_MAX];
+	int nseen = 0;
+
+	if (len)
+		why[0] = '\0';
+	for (int i = 0; g->sh && i < g->n; i++) {
+		cn_heads_log(g, i, log, sizeof(log));
+		for (const char *p = strstr(log, " epoch "); p; p = strstr(p + 1, " epoch ")) {
+			struct cn_epoch_seen e = { .head = i };
+			int k;
+
+			if (cn_epoch_parse(p + 1, &e))
+				continue;
+			k = 0;
+			while (k < nseen && seen[k].epoch != e.epoch)
+				k++;
+			if (k == nseen) {
+				if (nseen < CN_EPOCHS_MAX)
+					seen[nseen++] = e;
+				continue;
+			}
+			if (strcmp(seen[k].ids, e.ids) != 0) {
+				snprintf(
+					why, len,
+					"epoch %llu has two member lists: {%s} at head %d, {%s} at "
+					"head %d",
+					(unsigned long long)e.epoch, seen[k].ids, seen[k].head,
+					e.ids, i);
+				return -1;
+			}
+		}
+	}
+	return nseen;
+}
+
 int cn_heads_check(const struct cn_heads *g, uint32_t who, uint32_t lost, int64_t t_fault_ns,
 		   enum ftcc_degraded policy, int *nfull, int *ndegraded, char *why, size_t len)
 {
@@ -146,6 +216,8 @@ int cn_heads_check(const struct cn_heads *g, uint32_t who, uint32_t lost, int64_
 	}
 	free(acc);
 	free(tmp);
+	if (!rc && cn_heads_epochs(g, why, len) < 0)
+		rc = -1;
 	if (nfull)
 		*nfull = full;
 	if (ndegraded)

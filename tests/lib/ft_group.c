@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -91,6 +92,45 @@ static void ft_finish(struct ft_run *r, uint64_t seq, const struct ft_spec *spec
 	atomic_store_explicit(&op->state, FT_OP_DONE, memory_order_release);
 	atomic_fetch_add(&r->ndone, 1);
 	ft_note_max(&r->last_seq, (int64_t)seq);
+}
+
+/* Records the epoch the communicator is in now, if it is not the one recorded last (child). */
+static void ft_note_epoch(ftcc_comm_t *comm, struct ft_run *r)
+{
+	uint32_t ids[FT_GROUP_MAX_N + 1], n = atomic_load(&r->nepochs), mask = 0;
+	struct ftcc_view v;
+
+	if (ftcc_comm_view(comm, &v, ids, FT_GROUP_MAX_N + 1) || !v.epoch ||
+	    (n && r->epochs[n - 1].epoch == v.epoch))
+		return;
+	for (uint32_t i = 0; i < v.nmembers && i <= FT_GROUP_MAX_N; i++)
+		mask |= ids[i] < 32 ? 1u << ids[i] : 0;
+	if (n == FT_GROUP_MAX_EPOCHS) {
+		atomic_fetch_add(&r->epochs_dropped, 1);
+		return;
+	}
+	r->epochs[n] = (struct ft_epoch_seen){ .epoch = v.epoch, .mask = mask };
+	atomic_store_explicit(&r->nepochs, n + 1, memory_order_release);
+}
+
+/* Caps this process's address space at its size now plus FT_GROUP_AS_SLACK (child). */
+static void ft_cap_address_space(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long pages = 0;
+	struct rlimit rl;
+
+	if (!f)
+		return;
+	if (fscanf(f, "%lu", &pages) != 1)
+		pages = 0;
+	fclose(f);
+	if (!pages)
+		return;
+	rl.rlim_cur = rl.rlim_max =
+		pages * (unsigned long)sysconf(_SC_PAGESIZE) + FT_GROUP_AS_SLACK;
+	if (setrlimit(RLIMIT_AS, &rl))
+		fprintf(stderr, "ft_group: setrlimit(RLIMIT_AS): %s\n", strerror(errno));
 }
 
 /* Calls ftcc_comm_abort() when the parent asks (a second thread, so that the op in flight on the
@@ -176,6 +216,10 @@ static int ft_start(struct ft_child *c, struct ft_slot *s)
 	int rc;
 
 	ft_input(in, s->spec, (uint32_t)r->member, s->seq);
+	if (r->as_limit_seq && s->seq + 1 == r->as_limit_seq)
+		ft_cap_address_space();
+	if (r->late_seq && s->seq + 1 == r->late_seq)
+		chaos_sleep_ms(r->late_ms);
 	r->ops[s->seq].t_start = chaos_now_ns();
 	atomic_store_explicit(&r->ops[s->seq].state, FT_OP_STARTED, memory_order_release);
 	if (g->o.depth <= 1) {
@@ -183,6 +227,7 @@ static int ft_start(struct ft_child *c, struct ft_slot *s)
 		rc = ftcc_allreduce(c->comm, in, s->recv, s->spec->count, s->spec->dtype,
 				    s->spec->op, &rec);
 		ft_finish(r, s->seq, s->spec, rc, &rec, s->recv);
+		ft_note_epoch(c->comm, r);
 		return rc == FTCC_ERR_DEGRADED ? 0 : rc;
 	}
 	s->req = NULL;
@@ -264,6 +309,7 @@ static int ft_script(struct ft_child *c, struct ft_slot *slots, int depth)
 			memset(&rec, 0, sizeof(rec));
 			rc = ft_complete(g, s, &rec);
 			ft_finish(r, s->seq, s->spec, rc, &rec, s->recv);
+			ft_note_epoch(c->comm, r);
 			if (rc && rc != FTCC_ERR_DEGRADED && !err)
 				err = rc;
 			head = (head + 1) % depth;
@@ -293,6 +339,10 @@ static int ft_child_main(void *arg)
 		setenv("FTCC_FAULT", r->fault, 1);
 	else
 		unsetenv("FTCC_FAULT");
+	if (r->inject[0])
+		setenv("FTCC_INJECT", r->inject, 1);
+	else
+		unsetenv("FTCC_INJECT");
 	if (g->algo[0])
 		setenv("FTCC_ALGO", g->algo, 1);
 	for (int k = 0; k < g->o.nspec; k++) {
@@ -329,12 +379,14 @@ static int ft_child_main(void *arg)
 		return 3;
 	}
 	r->view0_rc = ftcc_comm_view(c.comm, &r->view0, r->members0, FT_GROUP_MAX_N);
+	ft_note_epoch(c.comm, r);
 	atomic_store(&r->created, 1);
 	if (pthread_create(&th, NULL, ft_abort_thread, &c))
 		return 4;
 	if (g->o.probe)
 		ft_probe(&c, slots[0].send, slots[0].recv);
 	rc = ft_script(&c, slots, depth);
+	ft_note_epoch(c.comm, r);
 	r->view1_rc = ftcc_comm_view(c.comm, &r->view1, NULL, 0);
 	snprintf(r->last_error, sizeof(r->last_error), "%s", ftcc_comm_last_error(c.comm));
 	atomic_store(&r->end_rc, rc);
@@ -398,7 +450,10 @@ int ft_group_start(struct ft_group *g, const char *test, int n, const struct ft_
 	for (int i = 0; i < FT_GROUP_MAX_N; i++) {
 		if (i < n && o->fault[i])
 			snprintf(g->fault0[i], sizeof(g->fault0[i]), "%s", o->fault[i]);
+		if (i < n && o->inject[i])
+			snprintf(g->inject0[i], sizeof(g->inject0[i]), "%s", o->inject[i]);
 		g->o.fault[i] = NULL;
+		g->o.inject[i] = NULL;
 		g->run[i] = -1;
 	}
 	snprintf(g->name, sizeof(g->name), "%.40s-%d", test, (int)getpid());
@@ -454,6 +509,13 @@ int ft_group_spawn(struct ft_group *g, int i, int join, int catchup, const char 
 	atomic_store(&r->last_seq, -1);
 	atomic_store(&r->ready_seq, -1);
 	snprintf(r->fault, sizeof(r->fault), "%s", fault ? fault : "");
+	if (!join) {
+		/* the first process of each member: its fault options */
+		snprintf(r->inject, sizeof(r->inject), "%s", g->inject0[i]);
+		r->as_limit_seq = g->o.as_limit_seq[i];
+		r->late_seq = g->o.late_seq[i];
+		r->late_ms = g->o.late_ms;
+	}
 	snprintf(name, sizeof(name), "ft-member-%d", i);
 	g->errfd[a.run] = chaos_capture_open(name);
 	pid = chaos_fork(ft_child_main, &a, g->errfd[a.run]);

@@ -21,12 +21,14 @@
 
 #include "ftcc.h"
 
-#define FT_GROUP_MAX_N 8      /* members in one test group */
-#define FT_GROUP_MAX_RUNS 32  /* member processes over a group's life, restarts included */
-#define FT_GROUP_MAX_SEQ 8192 /* ops one process can record (sequence numbers below this) */
-#define FT_GROUP_MAX_SPECS 96 /* entries of a script */
-#define FT_GROUP_MAX_DEPTH 8  /* ops in flight at once (iallreduce) */
-#define FT_GROUP_IP_BASE 10   /* member i listens on 127.0.0.(FT_GROUP_IP_BASE + i) */
+#define FT_GROUP_MAX_N 8	      /* members in one test group */
+#define FT_GROUP_MAX_RUNS 32	      /* member processes over a group's life, restarts included */
+#define FT_GROUP_MAX_SEQ 8192	      /* ops one process can record (sequence numbers below this) */
+#define FT_GROUP_MAX_SPECS 96	      /* entries of a script */
+#define FT_GROUP_MAX_DEPTH 8	      /* ops in flight at once (iallreduce) */
+#define FT_GROUP_IP_BASE 10	      /* member i listens on 127.0.0.(FT_GROUP_IP_BASE + i) */
+#define FT_GROUP_MAX_EPOCHS 512	      /* epochs one process records (then it counts the rest) */
+#define FT_GROUP_AS_SLACK (24u << 20) /* opts.as_limit_seq: address space left to grow */
 
 /* One op of the script. */
 struct ft_spec {
@@ -66,13 +68,23 @@ enum {
 	FT_PROBE_COUNT
 };
 
+/* One epoch as a process saw it (ftcc_comm_view() after each op): its number and members. */
+struct ft_epoch_seen {
+	uint64_t epoch;
+	uint32_t mask; /* member ids < 32 */
+};
+
 /* What one member process reports. Written by that process only, except the control flags. */
 struct ft_run {
-	int member;	/* member id it runs */
-	int join;	/* started with cfg.join */
-	int catchup;	/* and cfg.catchup */
-	pid_t pid;	/* set by the parent */
-	char fault[64]; /* FTCC_FAULT of this process ("" none) */
+	int member;	       /* member id it runs */
+	int join;	       /* started with cfg.join */
+	int catchup;	       /* and cfg.catchup */
+	pid_t pid;	       /* set by the parent */
+	char fault[64];	       /* FTCC_FAULT of this process ("" none) */
+	char inject[64];       /* FTCC_INJECT of this process ("" none) */
+	uint64_t as_limit_seq; /* 0, or 1 + the op before which it caps RLIMIT_AS */
+	uint64_t late_seq;     /* 0, or 1 + the op it issues only late_ms late (a straggler) */
+	int late_ms;
 	/* Control flags, set by the parent. */
 	_Atomic int stop;  /* destroy the communicator and exit 0 */
 	_Atomic int abort; /* call ftcc_comm_abort() now, from a second thread */
@@ -100,7 +112,10 @@ struct ft_run {
 	int view0_rc;
 	struct ftcc_view view1; /* when the loop ended (valid once ended) */
 	int view1_rc;
-	char last_error[256];		    /* ftcc_comm_last_error() when the loop ended */
+	char last_error[256];		 /* ftcc_comm_last_error() when the loop ended */
+	_Atomic uint32_t nepochs;	 /* entries of epochs[] written (release) */
+	_Atomic uint32_t epochs_dropped; /* epochs seen past FT_GROUP_MAX_EPOCHS */
+	struct ft_epoch_seen epochs[FT_GROUP_MAX_EPOCHS];
 	struct ft_op ops[FT_GROUP_MAX_SEQ]; /* indexed by sequence number */
 };
 
@@ -121,8 +136,15 @@ struct ft_group_opts {
 	uint64_t limit;	  /* ops to run (sequence numbers below); 0: nspec */
 	int pace_us;	  /* op s starts no earlier than start + s * pace_us (0: at once) */
 	const char *algo; /* FTCC_ALGO of every member; NULL: unset */
-	const char *fault[FT_GROUP_MAX_N]; /* FTCC_FAULT of each first process; NULL: none */
-	const struct ft_spec *script;	   /* nspec entries: op s is script[s % nspec] */
+	const char *fault[FT_GROUP_MAX_N];  /* FTCC_FAULT of each first process; NULL: none */
+	const char *inject[FT_GROUP_MAX_N]; /* FTCC_INJECT of each first process; NULL: none */
+	/* 0, or 1 + the op before which each first process caps its address space (RLIMIT_AS) at
+	 * its size then plus FT_GROUP_AS_SLACK: a local allocation failure. */
+	uint64_t as_limit_seq[FT_GROUP_MAX_N];
+	/* 0, or 1 + the op each first process issues only late_ms late (between ops meanwhile) */
+	uint64_t late_seq[FT_GROUP_MAX_N];
+	int late_ms;
+	const struct ft_spec *script; /* nspec entries: op s is script[s % nspec] */
 	int nspec;
 };
 
@@ -135,6 +157,7 @@ struct ft_group {
 	struct ft_spec script[FT_GROUP_MAX_SPECS];
 	char algo[16];
 	char fault0[FT_GROUP_MAX_N][64];
+	char inject0[FT_GROUP_MAX_N][64];
 	char ip[FT_GROUP_MAX_N][16];	    /* "127.0.0.(10 + i)" */
 	char addr[FT_GROUP_MAX_N][32];	    /* "ip:port" */
 	int run[FT_GROUP_MAX_N];	    /* current run of each member, -1: none */
@@ -248,6 +271,14 @@ int64_t ft_group_max_seq(const struct ft_group *g);
  * it is a catch-up process. Returns the number of ops checked, or -1 with the first violation
  * described in @why. */
 int ft_group_check(const struct ft_group *g, char *why, size_t len);
+
+/* The invariants of every run, across every process (dead ones included):
+ *  - one member list per epoch number (what each process saw after its ops);
+ *  - ft_group_check(): one result and one contributor set per op, exact;
+ *  - every member in @steady (never faulted: not killed, frozen, cut, failed or restarted) is in
+ *    the contributor set of every op anyone completed, and its script ended without an error.
+ * Returns the number of ops checked, or -1 with the first violation in @why. */
+int ft_group_invariants(const struct ft_group *g, uint32_t steady, char *why, size_t len);
 
 /* Plain text of every process record (times in ms since the start; the last @tail ops each) into
  * @buf; returns the length. For assertion messages. */

@@ -428,6 +428,80 @@ out_free:
 }
 
 /* Appends to @buf at *@at (bounded by @len). */
+/* One member list per epoch number, over every process's records. 0 or -1 with @why. */
+static int ft_check_epochs(const struct ft_group *g, char *why, size_t len)
+{
+	for (int k = 0; k < g->nruns; k++) {
+		const struct ft_run *a = &g->sh->run[k];
+		uint32_t na = atomic_load_explicit(&a->nepochs, memory_order_acquire);
+
+		for (uint32_t i = 0; i < na; i++) {
+			for (int j = k; j < g->nruns; j++) {
+				const struct ft_run *b = &g->sh->run[j];
+				uint32_t nb =
+					atomic_load_explicit(&b->nepochs, memory_order_acquire);
+
+				for (uint32_t e = 0; e < nb; e++) {
+					if (b->epochs[e].epoch != a->epochs[i].epoch ||
+					    b->epochs[e].mask == a->epochs[i].mask)
+						continue;
+					snprintf(
+						why, len,
+						"epoch %llu has two member lists: %#x (process %d, "
+						"member %d) and %#x (process %d, member %d)",
+						(unsigned long long)a->epochs[i].epoch,
+						a->epochs[i].mask, k, a->member, b->epochs[e].mask,
+						j, b->member);
+					return -1;
+				}
+			}
+		}
+	}
+	return 0;
+}
+
+int ft_group_invariants(const struct ft_group *g, uint32_t steady, char *why, size_t len)
+{
+	int64_t top = ft_group_max_seq(g);
+	int checked;
+
+	if (len)
+		why[0] = '\0';
+	if (!g->sh)
+		return 0;
+	if (ft_check_epochs(g, why, len))
+		return -1;
+	checked = ft_group_check(g, why, len);
+	if (checked < 0)
+		return -1;
+	for (int64_t s = 0; s <= top && s < FT_GROUP_MAX_SEQ; s++) {
+		struct ft_seq_info in;
+
+		if (ft_group_seq(g, (uint64_t)s, &in) == 0)
+			continue;
+		if ((in.mask & steady) != steady) {
+			snprintf(why, len,
+				 "op %lld: members %#x were never faulted but are not all in its "
+				 "contributor set %#x",
+				 (long long)s, steady, in.mask);
+			return -1;
+		}
+	}
+	for (int i = 0; i < g->n; i++) {
+		const struct ft_run *r = ft_group_cur(g, i);
+
+		if (!(steady >> i & 1) || !r)
+			continue;
+		if (atomic_load(&r->ended) && atomic_load(&r->end_rc)) {
+			snprintf(why, len,
+				 "member %d was never faulted but its script ended with %d: %s", i,
+				 atomic_load(&r->end_rc), r->last_error);
+			return -1;
+		}
+	}
+	return checked;
+}
+
 static void ft_put(char *buf, size_t len, size_t *at, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 

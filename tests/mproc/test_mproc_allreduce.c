@@ -138,7 +138,8 @@ static double run_script(const char *name, int n, struct ft_group_opts *o)
 	t1 = chaos_now_ns();
 	expect_view0(n);
 	expect_clean_records(n, o->probe ? ft_group_cur(&grp, 0)->probe_seq[1] : 0, limit);
-	checked = ft_group_check(&grp, why, sizeof(why));
+	/* no faults here: every member is steady */
+	checked = ft_group_invariants(&grp, ids_all(n), why, sizeof(why));
 	cr_expect_geq(checked, 0, "%s\n%s", why, describe());
 	cr_expect_eq((uint64_t)checked,
 		     limit - (o->probe ? ft_group_cur(&grp, 0)->probe_seq[1] : 0),
@@ -543,5 +544,33 @@ Test(ft_mproc, harness_check_catches_bad_records)
 	*a = save_a;
 	*b = save_b;
 	cr_expect_eq(ft_group_check(&grp, why, sizeof(why)), 4, "%s", why);
+
+	/* The invariants across processes: one member list per epoch number, a steady member in
+	 * every contributor set, a steady member never out of the group. */
+	{
+		struct ft_run *r1 = (struct ft_run *)ft_group_cur(&grp, 1);
+		struct ft_epoch_seen save_e = r1->epochs[0];
+		int save_rc = atomic_load(&r1->end_rc);
+
+		cr_assert_gt(atomic_load(&r1->nepochs), 0, "no epoch recorded");
+		cr_expect_eq(ft_group_invariants(&grp, 0x3, why, sizeof(why)), 4, "%s", why);
+		r1->epochs[0].mask = 0x1;
+		cr_expect_lt(ft_group_invariants(&grp, 0x3, why, sizeof(why)), 0,
+			     "two member lists for one epoch passed");
+		cr_expect(strstr(why, "two member lists"), "%s", why);
+		r1->epochs[0] = save_e;
+		a->mask = b->mask = 0x1;
+		a->ncontrib = b->ncontrib = 1;
+		cr_expect_lt(ft_group_invariants(&grp, 0x2, why, sizeof(why)), 0,
+			     "a steady member missing from a set passed");
+		*a = save_a;
+		*b = save_b;
+		atomic_store(&r1->end_rc, FTCC_ERR_LOST);
+		cr_expect_lt(ft_group_invariants(&grp, 0x2, why, sizeof(why)), 0,
+			     "a steady member out of the group passed");
+		cr_expect(strstr(why, "never faulted"), "%s", why);
+		atomic_store(&r1->end_rc, save_rc);
+		cr_expect_eq(ft_group_invariants(&grp, 0x3, why, sizeof(why)), 4, "%s", why);
+	}
 	end_clean();
 }

@@ -265,10 +265,56 @@ Test(ctl_member, kill_members_0_and_3_of_5)
 	kill_members("kill03of5", 5, bit(0) | bit(3));
 }
 
-/* 2 members, member 0 killed: its death is proven, so member 1 alone is a quorum. */
+/* 2 members, member 1 killed: member 0 is half the group with its lowest id, and goes on at
+ * once (its probe of 1's port is refused). */
+Test(ctl_member, pair_kill_member_1)
+{
+	kill_members("pairkill1", 2, bit(1));
+}
+
+/* 2 members, member 0 killed: member 1 cannot tell a dead member 0 from a partition (resets and
+ * refused connects can be forged by a firewall between them, and member 0 would go on on its
+ * side), so it must stop (LOST) and say why, never forming a group of its own. */
 Test(ctl_member, pair_kill_member_0)
 {
-	kill_members("pairkill0", 2, bit(0));
+	struct ctl_group_state st;
+	const struct ctl_group_epoch *e;
+	int64_t t;
+	int fin;
+
+	form(&grp[0], "pairkill0", 2, NULL);
+	t = chaos_now_ns();
+	ctl_group_kill(&grp[0], 0);
+	fin = ctl_group_wait_final(&grp[0], 1, RESUME_BOUND_MS + GRACE_MS);
+	ctl_group_state(&grp[0], 1, &st);
+	chaos_report("ctl: SIGKILL member 0 of 2: member 1 reached %s after %.1f ms: \"%s\"",
+		     fin ? ctl_member_state_name((enum ctl_member_state)fin) : "no final state",
+		     fin ? chaos_ms(t, st.t_ns) : -1.0, st.reason);
+	cr_assert_eq(fin, CTL_M_LOST, "member 1 did not stop\n%s", describe(&grp[0]));
+	cr_expect_leq(chaos_ms(t, st.t_ns), RESUME_BOUND_MS, "LOST after %.1f ms",
+		      chaos_ms(t, st.t_ns));
+	cr_expect(strcasestr(st.reason, "quorum"), "reason does not say why: \"%s\"", st.reason);
+	e = ctl_group_newest(&grp[0], 1);
+	cr_expect(e && e->epoch == 1, "member 1 moved on\n%s", describe(&grp[0]));
+}
+
+/* 2 members, member 0 leaves (its process destroys its member and exits): a LEAVE is proof,
+ * so member 1 goes on alone at once, and takes over the coordinator. */
+Test(ctl_member, pair_leave_member_0)
+{
+	const uint32_t live = bit(1);
+	double hi;
+	int64_t t;
+
+	form(&grp[0], "pairleave0", 2, NULL);
+	t = chaos_now_ns();
+	atomic_store(&grp[0].sh->run[grp[0].run[0]].stop, 1);
+	ctl_group_wait_view(&grp[0], live, live, 2, KILL_BOUND_MS + GRACE_MS);
+	hi = ctl_group_report(&grp[0], "member 0 of 2 leaves", t, live, live, 2, NULL);
+	cr_assert_geq(hi, 0, "member 1 did not go on alone:\n%s", describe(&grp[0]));
+	cr_expect_leq(hi, KILL_BOUND_MS, "new epoch after %.1f ms\n%s", hi, describe(&grp[0]));
+	expect_newest(&grp[0], live, live, 1);
+	expect_agree(&grp[0], live);
 }
 
 /* ---- SIGSTOP --------------------------------------------------------------------------------- */

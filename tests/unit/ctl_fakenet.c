@@ -190,10 +190,65 @@ static void co_close(void *arg, uint32_t conn)
 	}
 }
 
+static void co_probe(void *arg, uint32_t id, uint64_t incarnation)
+{
+	struct fn_cslot *s = arg;
+	struct fn *fn = s->fn;
+	struct fn_group *gr = &fn->groups[s->g];
+	struct fn_probe *p;
+	int node = id < gr->size ? (int)(gr->base + id) : -1;
+	int across = node < 0 || side_of(fn, s->node) != side_of(fn, node);
+
+	fn->probes = fn_xgrow(fn->probes, &fn->capprobes, fn->nprobes + 1, sizeof(*fn->probes));
+	p = &fn->probes[fn->nprobes++];
+	p->s = s;
+	p->id = id;
+	p->inc = incarnation;
+	p->node = node;
+	p->across = across;
+	p->due = fn->now + (across ? fn->cfg.net_connect_timeout_ms : 2 * lat(fn));
+	fn_tr(fn, "coordinator probes member %u", id);
+}
+
+void fn_probes_due(struct fn *fn)
+{
+	for (uint32_t i = 0; i < fn->nprobes;) {
+		struct fn_probe p = fn->probes[i];
+		int host = p.s->node;
+		enum ctl_probe_result res;
+
+		if (p.due > fn->now ||
+		    (host >= 0 && fn->nodes[host].alive && fn->nodes[host].frozen)) {
+			i++;
+			continue;
+		}
+		fn->probes[i] = fn->probes[--fn->nprobes];
+		if (!p.s->c || (host >= 0 && !fn->nodes[host].alive)) {
+			continue; /* its coordinator is gone */
+		}
+		if (p.across || p.node < 0) {
+			res = CTL_PROBE_UNKNOWN;
+		} else if (!fn->nodes[p.node].alive) {
+			res = CTL_PROBE_REFUSED;
+		} else if (fn->nodes[p.node].frozen) {
+			res = CTL_PROBE_UNKNOWN; /* its kernel accepts, but nobody answers */
+		} else {
+			res = CTL_PROBE_ALIVE;
+		}
+		fn_tr(fn, "probe of member %u: %s", p.id,
+		      res == CTL_PROBE_ALIVE   ? "alive" :
+		      res == CTL_PROBE_REFUSED ? "refused" :
+						 "no answer");
+		ctl_coord_on_probe(p.s->c, p.id, p.inc, res, fn->now);
+	}
+}
+
 static struct fn_cslot *cslot_new(struct fn *fn, int node, uint32_t g, struct ctl_coord_cfg *cfg)
 {
 	struct fn_cslot *s = fn_xcalloc(1, sizeof(*s));
-	struct ctl_coord_ops ops = { .arg = s, .send = co_send, .close = co_close };
+	struct ctl_coord_ops ops = {
+		.arg = s, .send = co_send, .close = co_close, .probe = co_probe
+	};
 
 	s->fn = fn;
 	s->node = node;
@@ -215,14 +270,15 @@ static struct fn_cslot *cslot_new(struct fn *fn, int node, uint32_t g, struct ct
 	return s;
 }
 
-/* The coordinator of @s goes (its host died, or is replaced): forget it. */
-static void cslot_end(struct fn *fn, struct fn_cslot *s, int tell)
+void fn_cslot_end(struct fn *fn, struct fn_cslot *s, int how)
 {
 	if (!s || !s->c) {
 		return;
 	}
-	if (tell) {
+	if (how == 1) {
 		ctl_coord_shutdown(s->c, fn->now);
+	} else if (how == 2) {
+		ctl_coord_host_left(s->c, "left", fn->now);
 	}
 	ctl_coord_destroy(s->c);
 	s->c = NULL;
@@ -343,10 +399,17 @@ static void ms_host(void *arg, const struct ctl_coord_cfg *cfg)
 {
 	struct fn_node *nd = arg;
 	struct fn *fn = nd->fn;
-	struct ctl_coord_cfg c = *cfg;
+	struct ctl_coord_cfg c;
 	char who[32];
 
 	fn_ep_name(fn, nd->k, who, sizeof(who));
+	if (!cfg) {
+		fn_tr(fn, "%s: stops hosting (another takeover won)", who);
+		fn_cslot_end(fn, nd->cs, 1);
+		nd->cs = NULL;
+		return;
+	}
+	c = *cfg;
 	if (fn->cfg.daemon) {
 		fn_viol(fn, "%s: a daemon-mode member hosts a coordinator", who);
 	}
@@ -362,7 +425,7 @@ static void ms_host(void *arg, const struct ctl_coord_cfg *cfg)
 	      "%d)",
 	      who, c.takeover ? "takeover" : "forming", (unsigned long long)c.epoch,
 	      (unsigned long long)c.max_epoch, c.nmembers, (int)c.suspect);
-	cslot_end(fn, nd->cs, 1);
+	fn_cslot_end(fn, nd->cs, 1);
 	nd->cs = cslot_new(fn, nd->k, nd->g, &c);
 }
 

@@ -85,6 +85,8 @@ void fn_restart(struct fn *fn, int k, int catchup); /* kill if alive; new incarn
 void fn_leave(struct fn *fn, int k);		    /* ctl_msm_leave */
 int fn_ready(struct fn *fn, int k);		    /* ctl_msm_ready; its return value */
 void fn_suspect(struct fn *fn, int k, uint32_t peer, enum ctl_evidence ev); /* data path */
+/* The same about op @seq (fn_suspect: the first op @k has not done). */
+void fn_suspect_at(struct fn *fn, int k, uint32_t peer, enum ctl_evidence ev, uint64_t seq);
 /* Frames between a node in @side_b and one outside it are lost, with the rest of their link's
  * stream (or held until fn_heal with cfg.partition_delays); connects across time out. @daemon_b
  * puts the daemon on side b. */

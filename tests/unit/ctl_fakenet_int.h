@@ -67,6 +67,7 @@ struct fn_node {
 	uint64_t gen, inc;
 	uint32_t restarts;
 	struct ctl_msm *msm;
+	uint64_t done_op; /* last fn_progress: the op its data path is in */
 	struct fn_cslot *cs;
 	uint32_t conn; /* current connection, 0 none */
 	int dirty, has_state;
@@ -95,6 +96,18 @@ struct fn_raw {
 	int status;
 };
 
+/* A probe a coordinator asked for (ops.probe), answered at @due from the state of the network
+ * then: the target process alive on the same side (ALIVE), gone (REFUSED), or across a
+ * partition (UNKNOWN, after the connect timeout). */
+struct fn_probe {
+	uint64_t due;
+	struct fn_cslot *s;
+	uint32_t id;
+	uint64_t inc;
+	int node;
+	int across; /* was across a partition when asked */
+};
+
 /* The cluster: nodes, groups, connections, pending events, the trace. Owned by the test. */
 struct fn {
 	struct fn_cfg cfg;
@@ -114,6 +127,8 @@ struct fn {
 	int nraws;
 	fn_watch_fn watch;
 	void *watch_arg;
+	struct fn_probe *probes;
+	uint32_t nprobes, capprobes;
 	char *trace;
 	size_t tlen;
 	char viol[2048];
@@ -125,6 +140,12 @@ struct fn {
 
 /* The member ops every msm is made with (arg: its struct fn_node). */
 extern const struct ctl_msm_ops fn_msm_ops;
+
+/* Answers the probes that are due (their coordinator's host running). */
+void fn_probes_due(struct fn *fn);
+/* The coordinator of @s goes: 0 silently, 1 shut down (REFUSE CLOSED), 2 its host left
+ * (REFUSE LEFT). */
+void fn_cslot_end(struct fn *fn, struct fn_cslot *s, int how);
 
 /* Memory: fail the test when out of it. fn_xgrow makes room for @need items of @size in @p
  * (capacity *@cap) and returns the new pointer. */

@@ -92,6 +92,7 @@ void fn_free(struct fn *fn)
 		free(fn->raws[h].msgs);
 	}
 	free(fn->evs);
+	free(fn->probes);
 	free(fn->conns);
 	free(fn->trace);
 	free(fn->wbuf);
@@ -130,6 +131,7 @@ static void node_create(struct fn *fn, struct fn_node *nd, int join, int catchup
 
 	snprintf(cfg.group, sizeof(cfg.group), "%s", fn->groups[nd->g].name);
 	nd->inc = 0x1000000ull * (uint64_t)(nd->k + 1) + 0x1111ull * (nd->restarts + 1);
+	nd->done_op = 0; /* a new process starts at op 0 */
 	fn_info_of(nd->g, nd->id, nd->inc, nd->info);
 	cfg.incarnation = nd->inc;
 	cfg.info_len = (uint16_t)strlen(nd->info);
@@ -242,8 +244,11 @@ void fn_leave(struct fn *fn, int k)
 	char who[32];
 
 	fn_tr(fn, "%s: LEAVE", fn_ep_name(fn, k, who, sizeof(who)));
-	ctl_msm_leave(nd->msm, fn->now);
+	ctl_msm_leave(nd->msm, "the test", fn->now);
 	fn_node_after(fn, nd);
+	/* As the runtime does when a member leaves: the coordinator it hosts says so and goes. */
+	fn_cslot_end(fn, nd->cs, 2);
+	nd->cs = NULL;
 }
 
 int fn_ready(struct fn *fn, int k)
@@ -255,11 +260,23 @@ int fn_ready(struct fn *fn, int k)
 	return rc;
 }
 
-void fn_suspect(struct fn *fn, int k, uint32_t peer, enum ctl_evidence ev)
+void fn_suspect_at(struct fn *fn, int k, uint32_t peer, enum ctl_evidence ev, uint64_t seq)
 {
 	struct fn_node *nd = running(fn, k);
 
-	ctl_msm_suspect(nd->msm, peer, ev, fn->now);
+	ctl_msm_suspect(nd->msm, peer, ev, seq, fn->now);
+	fn_node_after(fn, nd);
+}
+
+void fn_suspect(struct fn *fn, int k, uint32_t peer, enum ctl_evidence ev)
+{
+	struct fn_node *nd = running(fn, k);
+	const struct ctl_epoch_rec *v = ctl_msm_view(nd->msm);
+
+	uint64_t seq = v && v->boundary > nd->done_op ? v->boundary : nd->done_op;
+
+	/* the op that failed: the first this member has not done */
+	ctl_msm_suspect(nd->msm, peer, ev, seq, fn->now);
 	fn_node_after(fn, nd);
 }
 
@@ -286,6 +303,7 @@ void fn_progress(struct fn *fn, int k, uint64_t next_op, uint64_t done_op)
 	struct fn_node *nd = running(fn, k);
 
 	ctl_msm_progress(nd->msm, next_op, done_op);
+	nd->done_op = done_op;
 	fn_node_after(fn, nd);
 }
 
@@ -300,6 +318,7 @@ void fn_step(struct fn *fn)
 {
 	fn->now += fn->cfg.step_ms;
 	fn_deliver_due(fn);
+	fn_probes_due(fn);
 	for (int k = 0; k < fn->nnodes; k++) {
 		struct fn_node *nd = &fn->nodes[k];
 

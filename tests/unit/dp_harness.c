@@ -39,13 +39,13 @@ void dph_count_sink(enum ftcc_log_level level, const char *file, int line, const
 	}
 }
 
-struct dp *dph_mk(uint32_t id, uint64_t inc, int64_t connect_ms)
+struct dp *dph_mk(uint32_t id, uint64_t inc, int64_t failure_ms)
 {
 	struct dp_cfg cfg = { .bind_host = "127.0.0.1",
 			      .group_id = DPH_GROUP,
 			      .self_id = id,
 			      .incarnation = inc,
-			      .connect_timeout_ms = connect_ms };
+			      .failure_ms = failure_ms };
 	struct dp *dp = NULL;
 
 	cr_assert_eq(dp_create(&cfg, &dp), 0);

@@ -35,8 +35,8 @@ extern atomic_int dph_warn_lines, dph_retry_lines;
 extern char dph_last_warn[512];
 void dph_count_sink(enum ftcc_log_level level, const char *file, int line, const char *msg);
 
-/* A dp for member @id on 127.0.0.1 (asserts). */
-struct dp *dph_mk(uint32_t id, uint64_t inc, int64_t connect_ms);
+/* A dp for member @id on 127.0.0.1 (asserts); @failure_ms 0: the setting. */
+struct dp *dph_mk(uint32_t id, uint64_t inc, int64_t failure_ms);
 /* @dp's published address as member @id/@inc. */
 struct dp_peer dph_peer_of(struct dp *dp, uint32_t id, uint64_t inc);
 /* Tells every one of @n members about all (self included, which dp ignores). */

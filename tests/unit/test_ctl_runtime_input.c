@@ -206,8 +206,8 @@ Test(ctl_runtime, destroy_is_bounded_with_absent_or_frozen_peers)
 	cr_expect_eq(ctl_member_wait(g.m[1], 1, -1), -EINVAL);
 	cr_expect_eq(ctl_member_op_epoch(g.m[1], 0, &e), -EAGAIN, "no epoch yet");
 	cr_expect_null(e);
-	cr_expect_eq(ctl_member_suspect(g.m[1], 7, CTL_EV_DEATH), -EINVAL);
-	cr_expect_eq(ctl_member_suspect(g.m[1], 2, 0), -EINVAL);
+	cr_expect_eq(ctl_member_suspect(g.m[1], 7, CTL_EV_LINK, 0), -EINVAL);
+	cr_expect_eq(ctl_member_suspect(g.m[1], 2, 0, 0), -EINVAL);
 	cr_expect_lt(timed_destroy(g.m[1]), 100);
 
 	/* Member 0 hosting a coordinator that waits for members who never come. */

@@ -131,10 +131,10 @@ Test(ctl_sm, rejoined_member_counts_in_the_quorum)
 	struct fn *fn = formed(2, 0);
 	const struct ctl_epoch_rec *v;
 
-	/* Member 0 dies (death evidence against its first incarnation) and comes back under
-	 * member 1's coordinator; then the two are cut apart. The new 0 is a member like any
-	 * other: the 2-member rule keeps 0's side, and 1 must stop. */
-	fn_kill(fn, 0);
+	/* Member 0 leaves and comes back under member 1's coordinator; then the two are cut
+	 * apart. The new 0 is a member like any other: the 2-member rule keeps 0's side, and 1
+	 * must stop. */
+	fn_leave(fn, 0);
 	cr_assert_eq(FN_WAIT_VIEW(fn, FN_BIT(1), 3000, 1), 0);
 	fn_run(fn, 300);
 	fn_restart(fn, 0, 0);

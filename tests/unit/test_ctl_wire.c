@@ -1,6 +1,6 @@
 /* Unit tests of the membership wire codec (control/wire.c): round trips of every frame type,
  * every header and body rule on decode, truncation and trailing bytes, member capacity, the
- * same rules on encode, group ids and names.
+ * same rules on encode (group ids and names: test_ctl_wire_names.c).
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -48,6 +48,7 @@ static void sample_members(struct ctl_member_rec *r)
 		r[i].flags = (uint32_t)i & CTL_MF_FLAGS;
 		r[i].incarnation = 0x1000000000000001ull * (uint64_t)(i + 1);
 		r[i].done = 0xfedcba9876543210ull - (uint64_t)i;
+		r[i].start = 0x0123456789abcdefull + (uint64_t)i;
 		r[i].info_len = lens[i];
 		for (int k = 0; k < lens[i]; k++) {
 			r[i].info[k] = (uint8_t)(k * 31 + i);
@@ -68,12 +69,14 @@ static struct ctl_msg sample(unsigned type)
 		.incarnation = 0x2122232425262728ull,
 		.expected = 12,
 		.max_epoch = 0x3132333435363738ull,
+		.listen_port = 0x4321,
 		.next_op = 0x4142434445464748ull,
 		.done_op = 0x5152535455565758ull,
 		.boundary = 0x6162636465666768ull,
 		.coord = CTL_NO_MEMBER,
 		.peer = 3,
 		.evidence = CTL_EV_SILENCE,
+		.seq = 0x7172737475767778ull,
 		.code = CTL_REF_NOT_COORD,
 		.hint = 4,
 		.nmembers = NREC,
@@ -97,6 +100,7 @@ static struct ctl_msg projected(const struct ctl_msg *s)
 	if (!hello) {
 		m.member = m.flags = m.expected = 0;
 		m.incarnation = m.max_epoch = 0;
+		m.listen_port = 0;
 		m.group[0] = '\0';
 	}
 	if (!hello && t != CTL_ACK && t != CTL_HB) {
@@ -107,9 +111,12 @@ static struct ctl_msg projected(const struct ctl_msg *s)
 	}
 	if (t != CTL_SUSPECT) {
 		m.peer = m.evidence = 0;
+		m.seq = 0;
 	}
 	if (t != CTL_REFUSE) {
 		m.code = m.hint = 0;
+	}
+	if (t != CTL_REFUSE && t != CTL_LEAVE) {
 		m.text[0] = '\0';
 	}
 	if (!hello && !view) {
@@ -128,6 +135,7 @@ static void expect_msg_eq(const struct ctl_msg *a, const struct ctl_msg *b)
 	cr_expect_eq(a->incarnation, b->incarnation);
 	cr_expect_eq(a->expected, b->expected);
 	cr_expect_eq(a->max_epoch, b->max_epoch);
+	cr_expect_eq(a->listen_port, b->listen_port);
 	cr_expect_str_eq(a->group, b->group);
 	cr_expect_eq(a->next_op, b->next_op);
 	cr_expect_eq(a->done_op, b->done_op);
@@ -135,6 +143,7 @@ static void expect_msg_eq(const struct ctl_msg *a, const struct ctl_msg *b)
 	cr_expect_eq(a->coord, b->coord);
 	cr_expect_eq(a->peer, b->peer);
 	cr_expect_eq(a->evidence, b->evidence);
+	cr_expect_eq(a->seq, b->seq);
 	cr_expect_eq(a->code, b->code);
 	cr_expect_eq(a->hint, b->hint);
 	cr_expect_str_eq(a->text, b->text);
@@ -146,6 +155,7 @@ static void expect_msg_eq(const struct ctl_msg *a, const struct ctl_msg *b)
 		cr_expect_eq(x->flags, y->flags, "record %u", i);
 		cr_expect_eq(x->incarnation, y->incarnation, "record %u", i);
 		cr_expect_eq(x->done, y->done, "record %u", i);
+		cr_expect_eq(x->start, y->start, "record %u", i);
 		cr_assert_eq(x->info_len, y->info_len, "record %u", i);
 		cr_expect_arr_eq(x->info, y->info, x->info_len, "record %u", i);
 	}
@@ -154,11 +164,11 @@ static void expect_msg_eq(const struct ctl_msg *a, const struct ctl_msg *b)
 /* Encoded length of sample(@type), from the layout table in control/wire.c. */
 static size_t sample_len(unsigned type)
 {
-	size_t list = 4 + NREC * 26 + 0 + 7 + CTL_INFO_MAX;
+	size_t list = 4 + NREC * 34 + 0 + 7 + CTL_INFO_MAX;
 
 	switch (type) {
 	case CTL_HELLO:
-		return BODY + 45 + strlen("job-42_a.b:c~!") + list;
+		return BODY + 47 + strlen("job-42_a.b:c~!") + list;
 	case CTL_VIEW:
 	case CTL_PROPOSE:
 		return BODY + 12 + list;
@@ -166,9 +176,11 @@ static size_t sample_len(unsigned type)
 	case CTL_HB:
 		return BODY + 16;
 	case CTL_SUSPECT:
-		return BODY + 8;
+		return BODY + 16;
 	case CTL_REFUSE:
 		return BODY + 10 + strlen("coordinator is member 4");
+	case CTL_LEAVE:
+		return BODY + 2 + strlen("coordinator is member 4");
 	default:
 		return BODY;
 	}
@@ -256,7 +268,7 @@ Test(ctl_wire, empty_lists_and_limits_round_trip)
 	m.flags = CTL_HELLO_FLAGS;
 	strcpy(m.group, "x");
 	len = enc(&m);
-	cr_expect_eq(len, BODY + 45 + 1 + 4);
+	cr_expect_eq(len, BODY + 47 + 1 + 4);
 	cr_assert_eq(ctl_msg_decode(g_buf, len, &out), 0);
 	cr_expect_eq(out.nmembers, 0);
 	cr_expect_str_eq(out.group, "x");
@@ -278,7 +290,7 @@ Test(ctl_wire, empty_lists_and_limits_round_trip)
 	}
 	g_in[CTL_MAX_MEMBERS - 1].id = CTL_NO_MEMBER - 1;
 	len = enc(&m);
-	cr_expect_eq(len, BODY + 45 + 63 + 4 + CTL_MAX_MEMBERS * (26 + CTL_INFO_MAX));
+	cr_expect_eq(len, BODY + 47 + 63 + 4 + CTL_MAX_MEMBERS * (34 + CTL_INFO_MAX));
 	cr_expect_leq(len, CTL_FRAME_MAX);
 	out = out_msg(CTL_MAX_MEMBERS);
 	cr_assert_eq(ctl_msg_decode(g_buf, len, &out), 0);
@@ -307,7 +319,7 @@ Test(ctl_wire, frame_check_header_rules)
 	h[4] = 2;
 	cr_expect_eq(ctl_frame_check(h, BODY, &total), -EPROTO, "bad magic beats version");
 
-	static const uint16_t versions[] = { 0, 2, 0x0101, 0xffff };
+	static const uint16_t versions[] = { 0, 1, 3, 0x0101, 0xffff };
 	for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++) {
 		memcpy(h, g_buf, BODY);
 		put16(h + 4, versions[i]);
@@ -429,10 +441,10 @@ static int patched(const struct ctl_msg *m, size_t off, int width, uint32_t v)
 	return dec(g_buf, len);
 }
 
-#define HELLO_LIST (BODY + 45 + 14)   /* members list in sample(CTL_HELLO) */
+#define HELLO_LIST (BODY + 47 + 14)   /* members list in sample(CTL_HELLO) */
 #define VIEW_LIST (BODY + 12)	      /* members list in sample(CTL_VIEW) */
-#define REC1 (VIEW_LIST + 4 + 26)     /* second record of sample(CTL_VIEW) */
-#define REC2 (VIEW_LIST + 4 + 52 + 7) /* third record */
+#define REC1 (VIEW_LIST + 4 + 34)     /* second record of sample(CTL_VIEW) */
+#define REC2 (VIEW_LIST + 4 + 68 + 7) /* third record */
 
 Test(ctl_wire, hello_field_rules)
 {
@@ -446,16 +458,18 @@ Test(ctl_wire, hello_field_rules)
 	cr_expect_eq(patched(&m, BODY + 40, 4, CTL_MAX_MEMBERS), 0, "expected max");
 	cr_expect_eq(patched(&m, BODY + 40, 4, 0), -EPROTO, "expected 0");
 	cr_expect_eq(patched(&m, BODY + 40, 4, CTL_MAX_MEMBERS + 1), -EPROTO, "expected max + 1");
-	cr_expect_eq(patched(&m, BODY + 45, 1, 0x21), 0, "group '!'");
-	cr_expect_eq(patched(&m, BODY + 58, 1, 0x7e), 0, "group '~'");
-	cr_expect_eq(patched(&m, BODY + 45, 1, 0x20), -EPROTO, "group space");
-	cr_expect_eq(patched(&m, BODY + 50, 1, 0x00), -EPROTO, "group NUL inside");
-	cr_expect_eq(patched(&m, BODY + 58, 1, 0x00), -EPROTO, "group NUL at the end");
-	cr_expect_eq(patched(&m, BODY + 45, 1, 0x7f), -EPROTO, "group DEL");
-	cr_expect_eq(patched(&m, BODY + 45, 1, 0xc3), -EPROTO, "group non-ASCII");
+	cr_expect_eq(patched(&m, BODY + 44, 2, 0), 0, "listen port 0");
+	cr_expect_eq(patched(&m, BODY + 44, 2, 0xffff), 0, "listen port 65535");
+	cr_expect_eq(patched(&m, BODY + 47, 1, 0x21), 0, "group '!'");
+	cr_expect_eq(patched(&m, BODY + 60, 1, 0x7e), 0, "group '~'");
+	cr_expect_eq(patched(&m, BODY + 47, 1, 0x20), -EPROTO, "group space");
+	cr_expect_eq(patched(&m, BODY + 52, 1, 0x00), -EPROTO, "group NUL inside");
+	cr_expect_eq(patched(&m, BODY + 60, 1, 0x00), -EPROTO, "group NUL at the end");
+	cr_expect_eq(patched(&m, BODY + 47, 1, 0x7f), -EPROTO, "group DEL");
+	cr_expect_eq(patched(&m, BODY + 47, 1, 0xc3), -EPROTO, "group non-ASCII");
 	/* A group length that disagrees with the bytes: the rest no longer parses. */
-	cr_expect_eq(patched(&m, BODY + 44, 1, 13), -EPROTO, "group length - 1");
-	cr_expect_eq(patched(&m, BODY + 44, 1, 0xff), -EPROTO, "group length 255");
+	cr_expect_eq(patched(&m, BODY + 46, 1, 13), -EPROTO, "group length - 1");
+	cr_expect_eq(patched(&m, BODY + 46, 1, 0xff), -EPROTO, "group length 255");
 	/* HELLO member and incarnation take any value (a probe need not know its id). */
 	cr_expect_eq(patched(&m, BODY + 0, 4, CTL_NO_MEMBER), 0, "member none");
 }
@@ -468,10 +482,10 @@ static size_t hello_with_group(size_t glen, uint8_t c)
 
 	m.nmembers = 0;
 	len = enc(&m); /* group "job-42_a.b:c~!" (14 bytes) */
-	g_buf[BODY + 44] = (uint8_t)glen;
-	memset(g_buf + BODY + 45, c, glen);
-	put32(g_buf + BODY + 45 + glen, 0); /* member count */
-	len = BODY + 45 + glen + 4;
+	g_buf[BODY + 46] = (uint8_t)glen;
+	memset(g_buf + BODY + 47, c, glen);
+	put32(g_buf + BODY + 47 + glen, 0); /* member count */
+	len = BODY + 47 + glen + 4;
 	put32(g_buf + 8, (uint32_t)len);
 	return len;
 }
@@ -509,18 +523,18 @@ Test(ctl_wire, member_list_rules)
 	cr_expect_eq(patched(&m, REC2, 4, CTL_NO_MEMBER), -EPROTO, "id CTL_NO_MEMBER");
 	cr_expect_eq(patched(&m, VIEW_LIST + 4, 4, 0), 0, "id 0 first");
 	cr_expect_eq(patched(&m, REC1 + 4, 4, CTL_MF_FLAGS), 0, "every member flag");
-	cr_expect_eq(patched(&m, REC1 + 4, 4, 0x4), -EPROTO, "unknown member flag");
+	cr_expect_eq(patched(&m, REC1 + 4, 4, 0x10), -EPROTO, "unknown member flag");
 	cr_expect_eq(patched(&m, REC1 + 4, 4, 0x100), -EPROTO, "unknown member flag");
 	cr_expect_eq(patched(&m, VIEW_LIST, 4, NREC - 1), -EPROTO, "count short: trailing bytes");
 	cr_expect_eq(patched(&m, VIEW_LIST, 4, NREC + 1), -EPROTO, "count long: truncated");
 	cr_expect_eq(patched(&m, VIEW_LIST, 4, CTL_MAX_MEMBERS + 1), -EPROTO, "count > max");
 	cr_expect_eq(patched(&m, VIEW_LIST, 4, UINT32_MAX), -EPROTO, "count huge");
-	cr_expect_eq(patched(&m, REC1 + 24, 2, 6), -EPROTO, "info length - 1");
+	cr_expect_eq(patched(&m, REC1 + 32, 2, 6), -EPROTO, "info length - 1");
 
 	/* The same rules in HELLO's list. */
 	m = sample(CTL_HELLO);
-	cr_expect_eq(patched(&m, HELLO_LIST + 4 + 26, 4, 2), -EPROTO, "HELLO: repeated id");
-	cr_expect_eq(patched(&m, HELLO_LIST + 4 + 4, 4, 4), -EPROTO, "HELLO: member flag");
+	cr_expect_eq(patched(&m, HELLO_LIST + 4 + 34, 4, 2), -EPROTO, "HELLO: repeated id");
+	cr_expect_eq(patched(&m, HELLO_LIST + 4 + 4, 4, 0x10), -EPROTO, "HELLO: member flag");
 }
 
 Test(ctl_wire, info_length_limit)
@@ -545,8 +559,17 @@ Test(ctl_wire, suspect_and_refuse_rules)
 
 	cr_expect_eq(patched(&m, BODY + 4, 4, CTL_EV_DEATH), 0, "death");
 	cr_expect_eq(patched(&m, BODY + 4, 4, CTL_EV_SILENCE), 0, "silence");
+	cr_expect_eq(patched(&m, BODY + 4, 4, CTL_EV_LINK), 0, "link");
+	cr_expect_eq(patched(&m, BODY + 4, 4, CTL_EV_CUT), 0, "cut");
 	cr_expect_eq(patched(&m, BODY + 4, 4, 0), -EPROTO, "evidence 0");
-	cr_expect_eq(patched(&m, BODY + 4, 4, 3), -EPROTO, "evidence 3");
+	cr_expect_eq(patched(&m, BODY + 4, 4, CTL_EV_MAX + 1), -EPROTO, "evidence max + 1");
+
+	/* LEAVE carries its reason like REFUSE's text. */
+	m = sample(CTL_LEAVE);
+	cr_expect_eq(patched(&m, BODY + 2, 1, 0), -EPROTO, "LEAVE: NUL first in text");
+	cr_expect_eq(patched(&m, BODY + 2, 1, 0xff), 0, "LEAVE: any other byte");
+	cr_expect_eq(patched(&m, BODY, 2, 22), -EPROTO, "LEAVE: text length - 1");
+	cr_expect_eq(patched(&m, BODY, 2, 24), -EPROTO, "LEAVE: text length + 1");
 
 	m = sample(CTL_REFUSE);
 	cr_expect_eq(patched(&m, BODY, 4, 1), 0, "code 1");
@@ -622,7 +645,7 @@ Test(ctl_wire, more_members_than_cap)
 			     ctl_type_name(t));
 
 		/* A malformed frame is malformed, whatever the caller's storage. */
-		put32(g_buf + len - CTL_INFO_MAX - 2 - 24 + 4, 0x8); /* last record's flags */
+		put32(g_buf + len - CTL_INFO_MAX - 2 - 32 + 4, 0x10); /* last record's flags */
 		out = out_msg(1);
 		cr_expect_eq(ctl_msg_decode(g_buf, len, &out), -EPROTO, "%s: bad record past cap",
 			     ctl_type_name(t));
@@ -694,7 +717,7 @@ Test(ctl_wire, encode_rejects_out_of_range_fields)
 	g_in[2].id = CTL_NO_MEMBER;
 	cr_expect_eq(enc_rc(&m), -EINVAL, "id CTL_NO_MEMBER");
 	m = sample(CTL_PROPOSE);
-	g_in[0].flags = 0x4;
+	g_in[0].flags = 0x10;
 	cr_expect_eq(enc_rc(&m), -EINVAL, "member flag");
 	m = sample(CTL_HELLO);
 	g_in[1].info_len = CTL_INFO_MAX + 1;
@@ -703,8 +726,11 @@ Test(ctl_wire, encode_rejects_out_of_range_fields)
 	m = sample(CTL_SUSPECT);
 	m.evidence = 0;
 	cr_expect_eq(enc_rc(&m), -EINVAL, "evidence 0");
-	m.evidence = 3;
-	cr_expect_eq(enc_rc(&m), -EINVAL, "evidence 3");
+	m.evidence = CTL_EV_MAX + 1;
+	cr_expect_eq(enc_rc(&m), -EINVAL, "evidence max + 1");
+	m = sample(CTL_LEAVE);
+	memset(m.text, 'x', CTL_TEXT_MAX);
+	cr_expect_eq(enc_rc(&m), -EINVAL, "LEAVE: unterminated text");
 
 	m = sample(CTL_REFUSE);
 	m.code = 0;
@@ -730,7 +756,7 @@ Test(ctl_wire, encode_ignores_fields_the_type_does_not_carry)
 	m.members = NULL;
 	m.nmembers = 5000;
 	cr_expect_eq(enc_rc(&m), BODY + 16);
-	m.type = CTL_LEAVE;
+	m.type = CTL_READY;
 	cr_expect_eq(enc_rc(&m), BODY);
 }
 
@@ -759,39 +785,4 @@ Test(ctl_wire, encode_needs_room)
 
 	m.evidence = 0;
 	cr_expect_eq(ctl_msg_encode(&m, g_buf, 4), -EINVAL);
-}
-
-/* ---- names and ids ------------------------------------------------------------------------ */
-
-Test(ctl_wire, group_id_is_fnv1a_64)
-{
-	/* Published FNV-1a 64 test vectors. */
-	cr_expect_eq(ctl_group_id(""), 0xcbf29ce484222325ull);
-	cr_expect_eq(ctl_group_id("a"), 0xaf63dc4c8601ec8cull);
-	cr_expect_eq(ctl_group_id("foobar"), 0x85944171f73967e8ull);
-	cr_expect_neq(ctl_group_id("job-1"), ctl_group_id("job-2"));
-}
-
-Test(ctl_wire, names)
-{
-	cr_expect_str_eq(ctl_type_name(CTL_HELLO), "hello");
-	cr_expect_str_eq(ctl_type_name(CTL_REFUSE), "refuse");
-	cr_expect_str_eq(ctl_type_name(0), "unknown");
-	cr_expect_str_eq(ctl_type_name(CTL_TYPE_MAX + 1), "unknown");
-	cr_expect_str_eq(ctl_type_name(~0u), "unknown");
-	cr_expect_str_eq(ctl_refuse_name(CTL_REF_NOT_COORD), "not_coord");
-	cr_expect_str_eq(ctl_refuse_name(0), "unknown");
-	cr_expect_str_eq(ctl_refuse_name(CTL_REF_MAX + 1), "unknown");
-	for (unsigned t = 1; t <= CTL_TYPE_MAX; t++) {
-		cr_expect_str_neq(ctl_type_name(t), "unknown", "type %u", t);
-		for (unsigned u = 1; u < t; u++) {
-			cr_expect_str_neq(ctl_type_name(t), ctl_type_name(u));
-		}
-	}
-	for (unsigned c = 1; c <= CTL_REF_MAX; c++) {
-		cr_expect_str_neq(ctl_refuse_name(c), "unknown", "code %u", c);
-		for (unsigned u = 1; u < c; u++) {
-			cr_expect_str_neq(ctl_refuse_name(c), ctl_refuse_name(u));
-		}
-	}
 }

@@ -288,8 +288,9 @@ Test(dp, connect_retried_until_peer_listens, .timeout = 60)
 	dp_destroy(d);
 }
 
-/* Nobody ever listens: -EPIPE naming the peer after the connect bound. */
-Test(dp, connect_timeout_is_epipe, .timeout = 60)
+/* Nobody ever listens: -EHOSTUNREACH naming the peer after half the failure timeout of refused
+ * connects; the attempts go on, and a later call says so again at once. */
+Test(dp, refused_connects_are_unreachable, .timeout = 60)
 {
 	struct dp *d = dph_mk(1, 1, 300);
 	struct sockaddr_in sa = { .sin_family = AF_INET };
@@ -308,10 +309,23 @@ Test(dp, connect_timeout_is_epipe, .timeout = 60)
 	struct dp_xfer x = dph_xf(2, DP_RECV, dph_tag(1, 0), got, sizeof(got));
 	int64_t t0 = dph_now_ms();
 
-	cr_expect_eq(dph_run(d, &x, 1, &bp), -EPIPE);
+	cr_expect_eq(dph_run(d, &x, 1, &bp), -EHOSTUNREACH);
 	cr_expect_eq(bp, 2);
-	cr_expect_geq(dph_now_ms() - t0, 250);
+	cr_expect_geq(dph_now_ms() - t0, 140);
 	cr_expect_lt(dph_now_ms() - t0, 3000);
+	bp = 0;
+	t0 = dph_now_ms();
+	cr_expect_eq(dph_run(d, &x, 1, &bp), -EHOSTUNREACH, "still down");
+	cr_expect_eq(bp, 2);
+	cr_expect_lt(dph_now_ms() - t0, 100);
+	/* Nobody wanted it for longer than a NOP interval: that time does not count, and the
+	 * next call waits the whole bound again before it says so. */
+	usleep(400 * 1000);
+	bp = 0;
+	t0 = dph_now_ms();
+	cr_expect_eq(dph_run(d, &x, 1, &bp), -EHOSTUNREACH, "down after a pause");
+	cr_expect_eq(bp, 2);
+	cr_expect_geq(dph_now_ms() - t0, 140, "the idle time counted as unreachable");
 	dp_destroy(d);
 }
 

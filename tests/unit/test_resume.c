@@ -93,15 +93,42 @@ Test(resume, completed_report_means_done)
 
 Test(resume, completed_wins_over_an_older_covered_attempt)
 {
-	/* Inconsistent by the protocol's invariants, so it must not be taken silently: an older
-	 * covered attempt alongside a completed newer one. The completed one is the answer. */
+	/* An older covered attempt alongside a completed newer one. The completed one is the
+	 * answer: its holder serves the member that lacks it when it kept a copy (FINISH from
+	 * member 0); without a copy nobody can, and the reports are refused, never taken silently.
+	 */
 	struct rs_report r[2] = { rep(0, 6, 2, 0x3, 2), rep(1, 3, 2, 0x3, 3) };
 	struct rs_decision d;
 
-	r[0].flags |= RS_F_COMPLETED;
+	r[0].flags |= RS_F_COMPLETED | RS_F_SERVE;
+	cr_assert_eq(resume_decide(r, 2, &d), 0);
+	cr_expect_eq(d.kind, RS_FINISH);
+	cr_expect_eq(d.att_epoch, 6);
+	cr_expect_eq(d.provider[0], 0);
+	cr_expect_eq(d.provider[1], 0);
+	r[0].flags &= ~(uint32_t)RS_F_SERVE;
+	cr_expect_eq(resume_decide(r, 2, &d), -EPROTO);
+}
+
+/* Two members, recursive doubling (one chunk): member 1 returned the op after it got member 0's
+ * data, but its own frame to member 0 was lost on a broken link. It kept a copy (SERVE): member
+ * 0 gets the chunk from it. Had member 0 received it, nothing moves (DONE). */
+Test(resume, pair_completed_member_serves_its_copy)
+{
+	struct rs_report r[2] = { rep(0, 2, 1, 0x0, 2), rep(1, 2, 1, 0x1, 2) };
+	struct rs_decision d;
+
+	r[1].flags |= RS_F_COMPLETED | RS_F_SERVE;
+	cr_assert_eq(resume_decide(r, 2, &d), 0);
+	cr_expect_eq(d.kind, RS_FINISH);
+	cr_expect_eq(d.provider[0], 1);
+	cr_expect_eq(d.ncontrib, 2, "both inputs are in the result");
+	r[0] = rep(0, 2, 1, 0x1, 2);
 	cr_assert_eq(resume_decide(r, 2, &d), 0);
 	cr_expect_eq(d.kind, RS_DONE);
-	cr_expect_eq(d.att_epoch, 6);
+	/* SERVE only with COMPLETED */
+	r[0].flags |= RS_F_SERVE;
+	cr_expect_eq(resume_decide(r, 2, &d), -EPROTO);
 }
 
 Test(resume, oldest_covered_attempt_is_taken)

@@ -1,0 +1,402 @@
+/* The coordinator's verdicts on evidence: silence, the probe of a member whose control
+ * connection ended without a LEAVE, and trouble on the data links between members (another
+ * attempt of the ops in flight, or, when a link stays broken between two live members, the
+ * removal of exactly one of them by a fixed rule). Part of the pure state machine: no I/O.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "coord.h"
+#include "ftcc/log.h"
+
+/* RUNNING: whether the members heard within the timeout may go on without the others. A member
+ * whose connection is down for a moment (reset, reconnecting) still counts while it was heard
+ * within the timeout: the binding check is the one at commit, over the members that ACKed. */
+static int coord_has_quorum(struct ctl_coord *c, uint64_t now, char *why, size_t len)
+{
+	uint8_t live[CTL_MAX_MEMBERS];
+	uint32_t i;
+
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		live[i] = s->state == SLOT_IN && !s->remove_death &&
+			  now - s->last_rx <= c->cfg.timeout_ms;
+	}
+	return coord_may_proceed(c, live, why, len, "the coordinator");
+}
+
+void coord_check_silence(struct ctl_coord *c, uint64_t now)
+{
+	char why[CTL_TEXT_MAX];
+	int silent = 0;
+	uint32_t i;
+
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		if (s->state == SLOT_IN && !s->remove && now - s->last_rx > c->cfg.timeout_ms) {
+			silent = 1;
+		}
+		if (c->prop_epoch && s->in_prop && s->state == SLOT_IN && !s->acked &&
+		    now - c->prop_start > c->cfg.timeout_ms) {
+			silent = 1;
+		}
+	}
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		if (s->join && now - s->join_rx > c->cfg.timeout_ms) {
+			ftcc_log(FTCC_LOG_INFO, "control: group %s: joiner %u silent; dropped",
+				 c->cfg.group, i);
+			if (s->join_conn != CTL_CONN_NONE) {
+				c->ops.close(c->ops.arg, s->join_conn);
+			}
+			s->join = 0;
+			s->join_conn = CTL_CONN_NONE;
+		}
+	}
+	if (!silent) {
+		return;
+	}
+	if (!coord_has_quorum(c, now, why, sizeof(why))) {
+		coord_stop(c, CTL_REF_NO_QUORUM, "%s", why);
+		return;
+	}
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		if (s->state != SLOT_IN || s->remove) {
+			continue;
+		}
+		if (now - s->last_rx > c->cfg.timeout_ms) {
+			snprintf(why, sizeof(why), "silent for %" PRIu64 " ms", now - s->last_rx);
+			coord_remove(c, i, 0, why, now);
+		} else if (c->prop_epoch && s->in_prop && !s->acked &&
+			   now - c->prop_start > c->cfg.timeout_ms) {
+			coord_remove(c, i, 0, "did not answer a proposal", now);
+		}
+	}
+}
+
+/* ---- probes ------------------------------------------------------------------------------- */
+
+void coord_probe(struct ctl_coord *c, uint32_t id, const char *why)
+{
+	struct coord_slot *s = &c->slots[id];
+
+	if (s->state != SLOT_IN || s->remove || s->probing || !c->ops.probe) {
+		return;
+	}
+	if (id == c->cfg.host) {
+		return; /* we are alive */
+	}
+	s->probing = 1;
+	s->probe_inc = s->rec.incarnation;
+	ftcc_log(FTCC_LOG_INFO, "control: group %s: %s; probing member %u's port", c->cfg.group,
+		 why, id);
+	c->ops.probe(c->ops.arg, id, s->rec.incarnation);
+}
+
+void ctl_coord_on_probe(struct ctl_coord *c, uint32_t id, uint64_t incarnation,
+			enum ctl_probe_result res, uint64_t now)
+{
+	struct coord_slot *s;
+
+	coord_clock(c, now);
+	if (id >= c->n || c->state == CTL_C_STOPPED) {
+		return;
+	}
+	s = &c->slots[id];
+	if (!s->probing || s->probe_inc != incarnation) {
+		return;
+	}
+	s->probing = 0;
+	if (s->state != SLOT_IN || s->rec.incarnation != incarnation || s->remove) {
+		return;
+	}
+	switch (res) {
+	case CTL_PROBE_REFUSED:
+		if (s->conn != CTL_CONN_NONE) {
+			return; /* it came back meanwhile: the refusal was of another listener */
+		}
+		if (c->state == CTL_C_TAKEOVER) {
+			s->dead = 1;
+			ctl_coord_tick(c, now);
+			return;
+		}
+		coord_remove(c, id, 1,
+			     "its control connection ended without a LEAVE and its port refuses "
+			     "connections: its process is gone",
+			     now);
+		if (c->state == CTL_C_RUNNING && !c->prop_epoch) {
+			ctl_coord_tick(c, now);
+		}
+		return;
+	case CTL_PROBE_ALIVE:
+		ftcc_log(FTCC_LOG_INFO,
+			 "control: group %s: member %u takes connections: alive, only its link "
+			 "broke; it stays unless it stays silent",
+			 c->cfg.group, id);
+		return;
+	case CTL_PROBE_UNKNOWN:
+		ftcc_log(FTCC_LOG_INFO,
+			 "control: group %s: no answer from member %u's port: silence decides",
+			 c->cfg.group, id);
+		return;
+	}
+}
+
+/* ---- data links --------------------------------------------------------------------------- */
+
+/* Whether slot @s counts for the link rules: in the group, staying, heard within the timeout
+ * (an end we have not heard for that long is for the silence rule). */
+static int heard(const struct ctl_coord *c, const struct coord_slot *s, uint64_t now)
+{
+	return s->state == SLOT_IN && !s->remove && now - s->last_rx <= c->cfg.timeout_ms;
+}
+
+/* Whether slot @s was heard within a few heartbeats. A member that just died is still within
+ * the timeout when its peers report it unreachable; while an end of a troubled link is between
+ * the two, the cut rule waits (silence may yet decide, and a tie-break must not remove the live
+ * end instead). */
+static int fresh(const struct ctl_coord *c, const struct coord_slot *s, uint64_t now)
+{
+	uint64_t w =
+		c->cfg.timeout_ms / 2 < 4 * c->cfg.hb_ms ? c->cfg.timeout_ms / 2 : 4 * c->cfg.hb_ms;
+
+	return now - s->last_rx <= w;
+}
+
+/* The lowest op some member of the epoch has not done. */
+static uint64_t group_done(const struct ctl_coord *c)
+{
+	uint64_t lo = UINT64_MAX;
+
+	for (uint32_t i = 0; i < c->n; i++) {
+		const struct coord_slot *s = &c->slots[i];
+
+		if (s->state == SLOT_IN && !s->remove && s->done_op < lo) {
+			lo = s->done_op;
+		}
+	}
+	return lo;
+}
+
+static struct coord_link *link_get(struct ctl_coord *c, uint32_t a, uint32_t b, uint64_t now)
+{
+	struct coord_link *free_l = NULL, *oldest = NULL;
+
+	for (int i = 0; i < COORD_LINKS; i++) {
+		struct coord_link *l = &c->links[i];
+
+		if (l->a != l->b && l->a == a && l->b == b) {
+			return l;
+		}
+		if (l->a == l->b && !free_l) {
+			free_l = l;
+		}
+		if (!oldest || l->last < oldest->last) {
+			oldest = l;
+		}
+	}
+	if (!free_l) {
+		free_l = oldest; /* the table is full: forget the stalest streak */
+	}
+	memset(free_l, 0, sizeof(*free_l));
+	free_l->a = a;
+	free_l->b = b;
+	free_l->first = now;
+	return free_l;
+}
+
+void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uint64_t epoch,
+		       uint64_t seq, uint64_t now)
+{
+	uint32_t a = r < p ? r : p, b = r < p ? p : r;
+	struct coord_link *l;
+	int straggler;
+
+	if (c->slots[r].remove || c->slots[p].remove) {
+		return; /* one of them is on its way out already */
+	}
+	l = link_get(c, a, b, now);
+	if ((now - l->last > c->cfg.timeout_ms && l->last) || l->settled) {
+		/* the previous streak ended, or the link carried its ops after all: a new fault */
+		memset(l, 0, sizeof(*l));
+		l->a = a;
+		l->b = b;
+		l->first = now;
+	}
+	straggler = cut && c->slots[p].next_op <= seq;
+	if (straggler) {
+		/* The accused has not issued that op: idle between ops, it answers no connection
+		 * (a straggler, not a cut). The reporter gets another attempt; nothing counts. */
+		cut = 0;
+		if (!l->last) {
+			l->last = now;
+		}
+	} else {
+		if (!l->nrep) {
+			l->first = now;
+		}
+		l->last = now;
+		l->cut |= cut;
+		l->seq = seq > l->seq ? seq : l->seq;
+		l->nrep++;
+	}
+	/* The ops in flight need another attempt unless an epoch committed since the one the
+	 * reporter failed in reopened its op already (the boundary is at or below it). */
+	if (!cut && (epoch >= c->epoch || c->boundary > seq)) {
+		l->want_retry = 1;
+	}
+	ftcc_log(
+		FTCC_LOG_INFO,
+		"control: group %s: member %u reports its data link to member %u %s (epoch %" PRIu64
+		", op %" PRIu64 ")",
+		c->cfg.group, r, p,
+		straggler ?
+			"unusable, but that member has not issued the op yet (another attempt)" :
+		cut ? "unusable" :
+		      "broken",
+		epoch, seq);
+}
+
+/* Backoff between two retry epochs of one streak: a link that keeps failing does not make an
+ * epoch per failure. */
+static uint64_t retry_backoff(const struct ctl_coord *c, uint32_t retries)
+{
+	uint64_t cap = c->cfg.timeout_ms / 4 ? c->cfg.timeout_ms / 4 : 1;
+	uint64_t ms = retries == 0 ? 0 : 10ull << (retries > 8 ? 8 : retries - 1);
+
+	return ms < cap ? ms : cap;
+}
+
+/* Whether link @l counts as broken for good now: one side cannot reach the other (after a
+ * short wait for the reports of the same fault from elsewhere), or it kept failing for the
+ * failure timeout whatever the retries. */
+static int link_broken(const struct ctl_coord *c, const struct coord_link *l, uint64_t now)
+{
+	uint64_t settle =
+		c->cfg.timeout_ms / 4 < 4 * c->cfg.hb_ms ? c->cfg.timeout_ms / 4 : 4 * c->cfg.hb_ms;
+
+	if (l->cut) {
+		return now - l->first >= settle;
+	}
+	return l->last - l->first >= c->cfg.timeout_ms;
+}
+
+/* The cut rule: among the members at the ends of broken links (both alive: we hear them), the
+ * one with the most troubled links (broken, or reported lately and not yet judged) goes, ties
+ * going to the higher id, until no broken link is left. A faulty member (a NIC that fails every
+ * send) has trouble with everyone and goes alone, whichever of its links is judged broken first;
+ * a single broken link between two members removes exactly one of them. */
+static void cut_rule(struct ctl_coord *c, uint8_t *broken, const uint8_t *troubled, uint64_t now)
+{
+	uint32_t count[CTL_MAX_MEMBERS];
+	uint8_t gone[COORD_LINKS];
+
+	memset(gone, 0, sizeof(gone));
+	for (;;) {
+		uint32_t victim = CTL_NO_MEMBER, best = 0, i;
+		struct coord_link *why = NULL;
+		char text[160];
+
+		memset(count, 0, c->n * sizeof(count[0]));
+		for (i = 0; i < COORD_LINKS; i++) {
+			if (troubled[i] && !gone[i]) {
+				count[c->links[i].a]++;
+				count[c->links[i].b]++;
+			}
+		}
+		for (i = 0; i < COORD_LINKS; i++) {
+			const struct coord_link *l = &c->links[i];
+
+			if (!broken[i] || gone[i]) {
+				continue;
+			}
+			if (count[l->a] > best || (count[l->a] == best && l->a > victim) ||
+			    victim == CTL_NO_MEMBER) {
+				best = count[l->a];
+				victim = l->a;
+			}
+			if (count[l->b] > best || (count[l->b] == best && l->b > victim)) {
+				best = count[l->b];
+				victim = l->b;
+			}
+		}
+		if (victim == CTL_NO_MEMBER) {
+			return;
+		}
+		for (i = 0; i < COORD_LINKS; i++) {
+			struct coord_link *l = &c->links[i];
+
+			if (troubled[i] && !gone[i] && (l->a == victim || l->b == victim)) {
+				if (broken[i] && !why) {
+					why = l;
+				}
+				gone[i] = 1;
+				l->a = l->b = 0; /* the streak ends with the removal */
+			}
+		}
+		snprintf(text, sizeof(text),
+			 "its data links to %u other member%s stayed broken while both ends were "
+			 "alive",
+			 best, best > 1 ? "s" : "");
+		ftcc_warn("control: group %s: members %u and %u are both alive but cannot exchange "
+			  "data; removing member %u (trouble with %u member%s; the member with the "
+			  "most goes, ties the higher id)",
+			  c->cfg.group, why ? why->a : victim, why ? why->b : victim, victim, best,
+			  best > 1 ? "s" : "");
+		coord_remove(c, victim, 0, text, now);
+	}
+}
+
+void coord_check_links(struct ctl_coord *c, uint64_t now)
+{
+	uint8_t broken[COORD_LINKS], troubled[COORD_LINKS];
+	int any = 0, unsure = 0;
+
+	for (int i = 0; i < COORD_LINKS; i++) {
+		struct coord_link *l = &c->links[i];
+
+		broken[i] = troubled[i] = 0;
+		if (l->a == l->b) {
+			continue;
+		}
+		if (now - l->last > c->cfg.timeout_ms || c->slots[l->a].state != SLOT_IN ||
+		    c->slots[l->b].state != SLOT_IN || c->slots[l->a].remove ||
+		    c->slots[l->b].remove) {
+			l->a = l->b = 0; /* over, or one end is gone: not a link matter any more */
+			continue;
+		}
+		if (l->nrep && group_done(c) > l->seq) {
+			l->settled = 1; /* every member has done the failed op since */
+		}
+		if (l->settled || !heard(c, &c->slots[l->a], now) ||
+		    !heard(c, &c->slots[l->b], now)) {
+			continue; /* recovered, or silence decides about the end we do not hear */
+		}
+		troubled[i] = 1;
+		unsure |= !fresh(c, &c->slots[l->a], now) || !fresh(c, &c->slots[l->b], now);
+		if (link_broken(c, l, now)) {
+			broken[i] = 1;
+			any = 1;
+			continue;
+		}
+		if (l->want_retry && now >= l->retry_at) {
+			if (!c->retry_pending && !c->prop_epoch) {
+				snprintf(c->retry_why, sizeof(c->retry_why),
+					 "the data link between members %u and %u broke", l->a,
+					 l->b);
+			}
+			c->retry_pending = 1;
+			l->want_retry = 0;
+			l->retry_at = now + retry_backoff(c, ++l->retries);
+		}
+	}
+	if (any && !unsure) {
+		cut_rule(c, broken, troubled, now);
+	}
+}
