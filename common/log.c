@@ -18,6 +18,7 @@
 #define LOG_HOST_MAX 64
 
 static _Atomic int log_level = FTCC_LOG_WARN;
+static _Atomic int log_floor = FTCC_LOG_NONE;
 static _Atomic(ftcc_log_sink_fn) log_sink;
 
 static pthread_once_t log_host_once = PTHREAD_ONCE_INIT;
@@ -97,9 +98,21 @@ void ftcc_log_set_level(enum ftcc_log_level level)
 	atomic_store_explicit(&log_level, (int)level, memory_order_relaxed);
 }
 
+void ftcc_log_set_floor(enum ftcc_log_level level)
+{
+	if ((int)level < FTCC_LOG_NONE)
+		level = FTCC_LOG_NONE;
+	if (level > FTCC_LOG_TRACE)
+		level = FTCC_LOG_TRACE;
+	atomic_store_explicit(&log_floor, (int)level, memory_order_relaxed);
+}
+
 enum ftcc_log_level ftcc_log_get_level(void)
 {
-	return (enum ftcc_log_level)atomic_load_explicit(&log_level, memory_order_relaxed);
+	int level = atomic_load_explicit(&log_level, memory_order_relaxed);
+	int floor = atomic_load_explicit(&log_floor, memory_order_relaxed);
+
+	return (enum ftcc_log_level)(level > floor ? level : floor);
 }
 
 /* __FILE__ may be an absolute build path; the base name is what a reader needs. */

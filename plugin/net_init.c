@@ -79,16 +79,16 @@ static enum ftcc_log_level plugin_level_named(const char *name, enum ftcc_log_le
 }
 
 /* FTCC_DEBUG sets the level for our own stderr sink; behind NCCL's logger, NCCL_DEBUG=INFO
- * or TRACE must also show our lines, so raise the level (never lower what FTCC_DEBUG asked
- * for). NCCL filters again by NCCL_DEBUG and NCCL_DEBUG_SUBSYS. */
+ * or TRACE must also show our lines, so it becomes the log's floor (never lowering what
+ * FTCC_DEBUG asked for, and kept when a communicator reloads the settings). NCCL filters again
+ * by NCCL_DEBUG and NCCL_DEBUG_SUBSYS. */
 static void plugin_log_follow_nccl(void)
 {
 	enum ftcc_log_level want = plugin_level_named(getenv("NCCL_DEBUG"), FTCC_LOG_WARN);
 
 	if (want > FTCC_LOG_TRACE)
 		want = FTCC_LOG_TRACE;
-	if (want > ftcc_log_get_level())
-		ftcc_log_set_level(want);
+	ftcc_log_set_floor(want);
 }
 
 /* Remembers @logger if it is not NULL (a NULL one must not silence an earlier ctx) and
@@ -116,6 +116,7 @@ void plugin_log_release(void)
 		/* NCCL may dlclose us, and itself be unloaded, after this: point nowhere into it. */
 		ftcc_log_set_sink(NULL);
 		atomic_store_explicit(&plugin_logger, NULL, memory_order_release);
+		ftcc_log_set_floor(FTCC_LOG_NONE);
 		ftcc_log_set_level(
 			plugin_level_named(ftcc_setting_str(FTCC_SET_DEBUG), FTCC_LOG_WARN));
 	}

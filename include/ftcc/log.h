@@ -26,7 +26,12 @@ void ftcc_log_set_sink(ftcc_log_sink_fn sink);
 
 /* Sets the level below which messages are dropped before formatting. */
 void ftcc_log_set_level(enum ftcc_log_level level);
+/* The level in effect: the higher of the set level and the floor. */
 enum ftcc_log_level ftcc_log_get_level(void);
+/* A level shown whatever ftcc_log_set_level() says later (the NCCL plug-in: NCCL_DEBUG while
+ * NCCL's logger is attached, so that a settings reload does not hide what NCCL asked for).
+ * FTCC_LOG_NONE: no floor. */
+void ftcc_log_set_floor(enum ftcc_log_level level);
 
 /* Formats and emits one line. Preserves errno. */
 void ftcc_log_emit(enum ftcc_log_level level, const char *file, int line, const char *fmt, ...)

@@ -72,6 +72,27 @@ Test(log, level_clamped)
 	cr_assert_eq(ftcc_log_get_level(), FTCC_LOG_NONE);
 }
 
+/* A floor (NCCL_DEBUG behind NCCL's logger) holds whatever level is set later (a communicator
+ * reloading FTCC_DEBUG), and a higher set level still wins. */
+Test(log, floor_holds_against_a_lower_level)
+{
+	ftcc_log_set_floor(FTCC_LOG_INFO);
+	ftcc_log_set_level(FTCC_LOG_WARN);
+	cr_expect_eq(ftcc_log_get_level(), FTCC_LOG_INFO);
+	ftcc_info("kept");
+	cr_expect_eq(seen.calls, 1);
+	ftcc_log_set_level(FTCC_LOG_TRACE);
+	cr_expect_eq(ftcc_log_get_level(), FTCC_LOG_TRACE);
+	ftcc_log_set_level(FTCC_LOG_WARN);
+	ftcc_log_set_floor(FTCC_LOG_NONE);
+	cr_expect_eq(ftcc_log_get_level(), FTCC_LOG_WARN);
+	ftcc_info("dropped");
+	cr_expect_eq(seen.calls, 1);
+	ftcc_log_set_floor((enum ftcc_log_level)42);
+	cr_expect_eq(ftcc_log_get_level(), FTCC_LOG_TRACE);
+	ftcc_log_set_floor(FTCC_LOG_NONE);
+}
+
 Test(log, sink_gets_formatted_text)
 {
 	int line = __LINE__ + 1;
