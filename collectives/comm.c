@@ -163,7 +163,16 @@ static void *executor_main(void *arg)
 			pthread_cond_broadcast(&c->cv);
 			continue;
 		}
-		deadline_in(&ts, 100);
+		if (!c->executing && !atomic_load(&c->aborted)) {
+			/* between ops: a peer that reconnects now gets its answer */
+			c->executing = 1;
+			pthread_mutex_unlock(&c->mu);
+			eng_serve(c);
+			pthread_mutex_lock(&c->mu);
+			c->executing = 0;
+			pthread_cond_broadcast(&c->cv);
+		}
+		deadline_in(&ts, 20);
 		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -430,9 +439,11 @@ FTCC_API int ftcc_comm_destroy(ftcc_comm_t *c)
 	if (!c) {
 		return FTCC_ERR_INVALID;
 	}
-	if (!atomic_load(&c->aborted) || c->ctl) {
+	if (!atomic_load(&c->aborted)) {
 		comm_stop(c);
 	}
+	/* An op still running after the abort bound left the group already (comm_stop); the
+	 * executor ends with it, then the membership goes. */
 	if (c->thread_started) {
 		pthread_join(c->thread, NULL);
 	}

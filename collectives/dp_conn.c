@@ -181,8 +181,21 @@ static int pending_hello(struct dp *dp, uint32_t i, struct dp_call *call)
 	}
 	c->peer_id = h.from;
 	c->peer_inc = h.from_inc;
-	if (pe && pe->inc == h.from_inc)
+	if (pe && pe->inc == h.from_inc) {
+		uint8_t b;
+		ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+			/* an attempt its connector gave up (it may have a newer one): adopting it
+			 * would replace a live connection with a dead one */
+			ftcc_info(
+				"dp: member %u closed a connection before its answer; dropping it",
+				h.from);
+			pending_drop(dp, i, 1);
+			return 0;
+		}
 		return pending_adopt(dp, i, pe, call);
+	}
 	c->state = DPC_UNKNOWN;
 	ftcc_info("dp: member %u incarnation %llu not in the epoch yet; holding its connection",
 		  h.from, (unsigned long long)h.from_inc);
@@ -324,6 +337,22 @@ static int setup_retry(struct dp *dp, struct dp_peer_ent *pe, const char *what, 
 	return setup_down(dp, pe, now);
 }
 
+/* A connect attempt failed here (@what, @err: no socket, our own address gone): evidence about
+ * this member, not the peer. The error goes up as it is (the engine gives up and leaves). */
+static int setup_local(struct dp *dp, struct dp_peer_ent *pe, const char *what, int err)
+{
+	struct dp_conn *c = pe->conn;
+
+	(void)dp;
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->state = DPC_BACKOFF;
+	c->retry_ns = dp_now_ns() + (int64_t)c->backoff_ms * 1000000;
+	ftcc_warn("dp: cannot connect to member %u: %s: %s", pe->id, what, strerror(err));
+	return err ? -err : -EIO;
+}
+
 /* Starts a non-blocking connect to @pe, bounded by dp->cut_ns. */
 static int setup_connect(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 {
@@ -333,13 +362,13 @@ static int setup_connect(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 	c->deadline_ns = now + dp->cut_ns;
 	c->fd = ftcc_sys_socket(pe->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	if (c->fd < 0)
-		return setup_retry(dp, pe, "socket", errno, now);
+		return setup_local(dp, pe, "socket", errno);
 	dp_sock_opts(c->fd);
 	if (dp->self_sa.ss_family == pe->sa.ss_family) {
 		/* leave from the published address; the port is picked at connect() time */
 		setsockopt(c->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
 		if (ftcc_sys_bind(c->fd, (struct sockaddr *)&dp->self_sa, dp->self_salen) < 0)
-			return setup_retry(dp, pe, "bind", errno, now);
+			return setup_local(dp, pe, "bind", errno);
 	}
 	if (ftcc_sys_connect(c->fd, (struct sockaddr *)&pe->sa, pe->salen) < 0) {
 		if (errno != EINPROGRESS)

@@ -18,6 +18,7 @@
 
 /* A data plane failure is reported again this often while the member waits for a new epoch. */
 #define ENG_REPORT_MS 100
+#define ENG_SERVE_MS 10 /* eng_serve(): answers new data connections this often */
 
 static int64_t now_ms(void)
 {
@@ -60,6 +61,17 @@ static int final_state_error(struct ftcc_comm *c, int rc)
 	return FTCC_ERR_LOST;
 }
 
+void eng_serve(struct ftcc_comm *c)
+{
+	int64_t now = now_ms();
+
+	if (now - c->served_ms < ENG_SERVE_MS || atomic_load(&c->aborted)) {
+		return;
+	}
+	c->served_ms = now;
+	dp_progress(c->dp, NULL, 0, 0, NULL);
+}
+
 int eng_op_epoch(struct ftcc_comm *c, uint64_t seq, const struct ctl_epoch **out)
 {
 	int64_t deadline = now_ms() + ftcc_setting_int(FTCC_SET_CONNECT_TIMEOUT_MS);
@@ -93,6 +105,7 @@ int eng_op_epoch(struct ftcc_comm *c, uint64_t seq, const struct ctl_epoch **out
 				      (unsigned long long)seq);
 			return FTCC_ERR_TIMEOUT;
 		}
+		eng_serve(c);
 		nap_ms(1);
 	}
 }
@@ -350,6 +363,7 @@ static int after_failure(struct ftcc_comm *c, uint64_t seq, uint64_t epoch, int 
 				      (unsigned long long)epoch, strerror(-rc));
 			return FTCC_ERR_LOST;
 		}
+		eng_serve(c);
 		ctl_member_wait(c->ctl, epoch + 1, 5);
 	}
 }

@@ -90,6 +90,7 @@ struct ftcc_comm {
 	unsigned sync_gen;   /* executor's: ctl_gen at the last sync */
 
 	/* Executor's (whoever holds executing): */
+	int64_t served_ms;  /* eng_serve() last ran */
 	uint64_t dp_epoch;  /* epoch whose members the data plane knows */
 	uint64_t dp_newest; /* and the newest epoch it also knows */
 	struct eng_done done[ENG_DONE_RING];
@@ -126,6 +127,12 @@ void eng_sync_epoch(struct ftcc_comm *c, const struct ctl_epoch *e);
  * them): @e itself when all do, else a filtered copy in the executor's buffer, valid until the
  * next call. NULL when out of memory. Executor only. */
 const struct ctl_epoch *eng_op_view(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq);
+
+/* Answers the data plane's new connections (accepts, HELLOs, the rest of abandoned frames)
+ * while no op moves data: between ops and while waiting for an epoch. A peer that reconnects
+ * meanwhile is answered, not left to take this member for unreachable. At most every
+ * ENG_SERVE_MS. Executor only. */
+void eng_serve(struct ftcc_comm *c);
 
 /* This member gives up: it leaves the group (LEAVE with @why, so the others finish without it
  * at once) and every later op fails with FTCC_ERR_LOST. */

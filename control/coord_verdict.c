@@ -353,15 +353,39 @@ static void cut_rule(struct ctl_coord *c, uint8_t *broken, const uint8_t *troubl
 	}
 }
 
+/* Whether the cut rule must wait: an end of a broken link, or of a troubled link that shares
+ * an end with one (it weighs in the counts), was not heard lately (@stale). */
+static int cut_unsure(const struct ctl_coord *c, const uint8_t *broken, const uint8_t *troubled,
+		      const uint8_t *stale)
+{
+	for (int i = 0; i < COORD_LINKS; i++) {
+		const struct coord_link *b = &c->links[i];
+
+		if (!broken[i]) {
+			continue;
+		}
+		for (int k = 0; k < COORD_LINKS; k++) {
+			const struct coord_link *t = &c->links[k];
+
+			if (troubled[k] && stale[k] &&
+			    (k == i || t->a == b->a || t->a == b->b || t->b == b->a ||
+			     t->b == b->b)) {
+				return 1;
+			}
+		}
+	}
+	return 0;
+}
+
 void coord_check_links(struct ctl_coord *c, uint64_t now)
 {
-	uint8_t broken[COORD_LINKS], troubled[COORD_LINKS];
-	int any = 0, unsure = 0;
+	uint8_t broken[COORD_LINKS], troubled[COORD_LINKS], stale[COORD_LINKS];
+	int any = 0;
 
 	for (int i = 0; i < COORD_LINKS; i++) {
 		struct coord_link *l = &c->links[i];
 
-		broken[i] = troubled[i] = 0;
+		broken[i] = troubled[i] = stale[i] = 0;
 		if (l->a == l->b) {
 			continue;
 		}
@@ -378,9 +402,10 @@ void coord_check_links(struct ctl_coord *c, uint64_t now)
 		    !heard(c, &c->slots[l->b], now)) {
 			continue; /* recovered, or silence decides about the end we do not hear */
 		}
-		troubled[i] = 1;
-		unsure |= !fresh(c, &c->slots[l->a], now) || !fresh(c, &c->slots[l->b], now);
-		if (link_broken(c, l, now)) {
+		/* reports about a member that had not issued the op count for nothing */
+		troubled[i] = l->nrep > 0;
+		stale[i] = !fresh(c, &c->slots[l->a], now) || !fresh(c, &c->slots[l->b], now);
+		if (troubled[i] && link_broken(c, l, now)) {
 			broken[i] = 1;
 			any = 1;
 			continue;
@@ -396,7 +421,7 @@ void coord_check_links(struct ctl_coord *c, uint64_t now)
 			l->retry_at = now + retry_backoff(c, ++l->retries);
 		}
 	}
-	if (any && !unsure) {
+	if (any && !cut_unsure(c, broken, troubled, stale)) {
 		cut_rule(c, broken, troubled, now);
 	}
 }
