@@ -165,6 +165,23 @@ run_fuzzer() {
 	grep -E '^stat::number_of_executed_units|^Done' "$log" || true
 }
 
+# sweep_stale_nft: deletes the nftables tables of chaos test processes that are gone. A test
+# run killed mid-fault (its teardown never ran) leaves a table dropping loopback traffic between
+# test addresses, and every later multi-process test on the machine would see a cut link.
+sweep_stale_nft() {
+	local table pid
+	command -v nft >/dev/null 2>&1 || return 0
+	[ "$(id -u)" -eq 0 ] || return 0
+	while read -r table; do
+		pid=${table#ftcc_test_}
+		case $pid in '' | *[!0-9]*) continue ;; esac
+		if ! kill -0 "$pid" 2>/dev/null; then
+			echo "test.sh: deleting nftables table $table left by a killed test run (pid $pid)"
+			nft delete table inet "$table" || return 1
+		fi
+	done < <(nft list tables inet 2>/dev/null | awk '$1 == "table" && $3 ~ /^ftcc_test_/ { print $3 }')
+}
+
 configure_and_build() {
 	local dir=$1
 	shift
@@ -173,6 +190,7 @@ configure_and_build() {
 
 # ---- (a) ----------------------------------------------------------------------------------
 step "install dependencies" bash scripts/install-deps.sh
+step "leftovers of killed test runs" sweep_stale_nft
 step "build (Release, -Werror)" configure_and_build build -DCMAKE_BUILD_TYPE=Release \
 	-DFTCC_WERROR=ON -DFTCC_SANITIZE= -DFTCC_FUZZ=OFF
 step "exported symbols" check_exports build/libnccl-net-ftcc.so
