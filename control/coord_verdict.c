@@ -300,7 +300,7 @@ static void cut_rule(struct ctl_coord *c, uint8_t *broken, const uint8_t *troubl
 	memset(gone, 0, sizeof(gone));
 	for (;;) {
 		uint32_t victim = CTL_NO_MEMBER, best = 0, i;
-		struct coord_link *why = NULL;
+		uint32_t end_a = CTL_NO_MEMBER, end_b = CTL_NO_MEMBER;
 		char text[160];
 
 		memset(count, 0, c->n * sizeof(count[0]));
@@ -333,8 +333,9 @@ static void cut_rule(struct ctl_coord *c, uint8_t *broken, const uint8_t *troubl
 			struct coord_link *l = &c->links[i];
 
 			if (troubled[i] && !gone[i] && (l->a == victim || l->b == victim)) {
-				if (broken[i] && !why) {
-					why = l;
+				if (broken[i] && end_a == CTL_NO_MEMBER) {
+					end_a = l->a; /* named in the WARN below */
+					end_b = l->b;
 				}
 				gone[i] = 1;
 				l->a = l->b = 0; /* the streak ends with the removal */
@@ -347,8 +348,7 @@ static void cut_rule(struct ctl_coord *c, uint8_t *broken, const uint8_t *troubl
 		ftcc_warn("control: group %s: members %u and %u are both alive but cannot exchange "
 			  "data; removing member %u (trouble with %u member%s; the member with the "
 			  "most goes, ties the higher id)",
-			  c->cfg.group, why ? why->a : victim, why ? why->b : victim, victim, best,
-			  best > 1 ? "s" : "");
+			  c->cfg.group, end_a, end_b, victim, best, best > 1 ? "s" : "");
 		coord_remove(c, victim, 0, text, now);
 	}
 }

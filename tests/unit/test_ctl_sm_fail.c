@@ -4,9 +4,11 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ctl_fakenet.h"
+#include "ftcc/log.h"
 
 #define HB 100
 #define TIMEOUT 1000
@@ -359,18 +361,38 @@ Test(ctl_sm, link_report_gives_a_retry_epoch)
 	fn_free(fn);
 }
 
+/* The coordinator's WARN naming the two ends of the cut link (kept from the test's thread). */
+static char cut_warn[512];
+
+static void cut_warn_sink(enum ftcc_log_level level, const char *file, int line, const char *msg)
+{
+	(void)file;
+	(void)line;
+	if (level == FTCC_LOG_WARN && strstr(msg, "cannot exchange data")) {
+		snprintf(cut_warn, sizeof(cut_warn), "%s", msg);
+	}
+}
+
 /* Members 1 and 2 cannot reach each other's data plane, both reach the coordinator: exactly one
- * goes (the higher id, both having one broken link), within about a quarter of the timeout. */
+ * goes (the higher id, both having one broken link), within about a quarter of the timeout, and
+ * the WARN line names the link's two ends. */
 Test(ctl_sm, cut_between_live_members_removes_exactly_one)
 {
 	struct fn *fn = formed(4);
 	uint64_t t = fn_now(fn);
+
+	cut_warn[0] = '\0';
+	ftcc_log_set_sink(cut_warn_sink);
 
 	fn_suspect(fn, 1, 2, CTL_EV_CUT);
 	fn_suspect(fn, 2, 1, CTL_EV_CUT);
 	cr_assert_eq(FN_WAIT_VIEW(fn, 0xb, TIMEOUT + 2000, 0, 1, 3), 0);
 	cr_expect_leq(since(fn, 0xb, 2, t), TIMEOUT / 4 + 4 * HB);
 	fn_run(fn, 3000);
+	ftcc_log_set_sink(NULL);
+	cr_expect(strstr(cut_warn, "members 1 and 2 are both alive") != NULL, "WARN: \"%s\"",
+		  cut_warn);
+	cr_expect(strstr(cut_warn, "removing member 2") != NULL, "WARN: \"%s\"", cut_warn);
 	cr_expect_eq(fn_state(fn, 2), CTL_M_REMOVED);
 	for (int k = 0; k < 4; k++) {
 		if (k != 2) {
