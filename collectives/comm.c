@@ -171,6 +171,11 @@ static void *executor_main(void *arg)
 			pthread_mutex_lock(&c->mu);
 			c->executing = 0;
 			pthread_cond_broadcast(&c->cv);
+			/* An op enqueued (or an epoch committed) while the lock was dropped signalled
+			 * nobody: look again before sleeping. */
+			if (c->qhead || atomic_load(&c->ctl_gen) != c->sync_gen) {
+				continue;
+			}
 		}
 		deadline_in(&ts, 20);
 		pthread_cond_timedwait(&c->cv, &c->mu, &ts);

@@ -46,8 +46,9 @@ int chaos_hogs_start(int n, pid_t *pids);
  * signal or outlived @timeout_ms (then it is killed). */
 int chaos_cmd(char *const argv[], char *out, size_t outlen, int timeout_ms);
 
-/* An anonymous in-memory file for a child's stderr: give it to chaos_fork() and read it back
- * with chaos_capture_read(). -1 on failure. */
+/* An anonymous in-memory file for a child's stderr, in append mode (its threads' lines never
+ * overwrite each other): give it to chaos_fork() and read it back with chaos_capture_read(). -1
+ * on failure. */
 int chaos_capture_open(const char *name);
 /* Copies what @fd holds so far into @buf (NUL-terminated, cut to @len - 1); returns the
  * length. */
