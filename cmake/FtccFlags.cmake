@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Compiler flags shared by every ftcc target: warnings, FTCC_WERROR and FTCC_SANITIZE.
 #
 # Sets FTCC_NO_UNDEFINED_FLAGS, the link flags that make the plug-in fail to link (rather than

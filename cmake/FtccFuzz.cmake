@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Fuzz targets: for every tests/fuzz/fuzz_NAME.c
 #
 #   fuzz_NAME_replay  always (any compiler): the target plus tests/fuzz/replay_main.c, which

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Criterion test executables. Each is made only when its directory has sources.
 #
 #   test_unit   tests/unit/*.c, linked with ftcc_core (may call hidden internal functions)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Allreduce algorithm selection, the chunk partition every algorithm reports its progress in,
  * and the progress loop the algorithms share (dp waits interleaved with the epoch check).
  * The algorithms themselves: algo_ring.c, algo_rd.c.

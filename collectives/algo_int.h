@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Private pieces shared by the allreduce algorithms (algo.c, algo_ring.c, algo_rd.c): the
  * progress loop that waits on the data plane with the attempt's epoch check, and the pieces of
  * an attempt every algorithm needs.

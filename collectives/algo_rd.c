@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Recursive doubling allreduce for small messages: every member ends with the whole vector
  * after log2(p) pairwise exchanges among p = 2^floor(log2 n) participants; with n not a power
  * of two, the first 2(n - p) members pair up, the even one folding its vector into the odd one

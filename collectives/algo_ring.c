@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Ring allreduce for large messages: reduce-scatter then allgather around the members in id
  * order, each ring step's chunk moving in segments so that a segment received, reduced and
  * forwarded overlaps with the next one on the wire.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Bootstrap handles of CollNet groups: wire form, checks and group naming (include/ftcc/boot.h).
  * Pure functions apart from boot_settings_digest(), which reads the loaded settings.
  */

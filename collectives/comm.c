@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The public C API (include/ftcc.h): communicator life cycle, the op queue, and who runs ops.
  *
  * Ops run one at a time in sequence order, by whichever thread holds the executor role: a
@@ -22,7 +23,6 @@
 #include "ftcc/settings.h"
 
 /* Ops started and not yet completed, at most. */
-#define ENG_MAX_QUEUED 4096
 /* How long abort waits for the executor to let go. */
 #define ENG_ABORT_WAIT_MS 60
 
@@ -30,6 +30,11 @@ FTCC_API void ftcc_config_init(struct ftcc_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->degraded = FTCC_DEGRADED_DEFAULT;
+}
+
+FTCC_API int ftcc_version(void)
+{
+	return FTCC_VERSION;
 }
 
 FTCC_API const char *ftcc_strerror(int err)
@@ -552,7 +557,7 @@ static int start(struct ftcc_comm *c, const void *sendbuf, void *recvbuf, size_t
 	r->dtype = dtype;
 	r->op = op;
 	pthread_mutex_lock(&c->mu);
-	if (c->next_seq - c->exec_seq >= ENG_MAX_QUEUED) {
+	if (c->next_seq - c->exec_seq >= FTCC_MAX_INFLIGHT) {
 		pthread_mutex_unlock(&c->mu);
 		free(r);
 		return FTCC_ERR_BUSY;

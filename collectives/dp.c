@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Data plane: creation (listening socket, published address), the peer table of the current
  * epoch, and the progress loop (passes over the transfers, a short spin, then poll() with the
  * abort eventfd), dp_run() and dp_abort(). Connections live in dp_conn.c, frames in dp_frame.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Data plane connections: socket options, the HELLO exchange (connector side: non-blocking
  * connect, retried with back-off for as long as transfers want the peer; acceptor side:
  * validation, pending connections from members the epoch does not name yet), their refusal

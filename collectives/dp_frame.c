@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Data plane frames on a ready connection: headers encoded and checked here, sends gathered
  * into one writev per socket-buffer's worth straight from the transfers' buffers, receives
  * matched by tag and read straight into the receiving buffer, stale frames drained, and the

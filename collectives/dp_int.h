@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Private state of the data plane (dp.c, dp_conn.c, dp_frame.c): the peer table, one connection
  * per peer, accepted connections waiting for their HELLO or for the epoch that names them, and
  * the wire formats of HELLOs and frame headers. Not part of any API.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Running one allreduce op through its attempts: the epoch it belongs to, the resume decision
  * when a new epoch reopened it, the algorithm or the fill, the have notices, the degraded
  * policy, and the record. The protocol is in README "The allreduce engine".

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Private state of a communicator (struct ftcc_comm) and its ops (struct ftcc_request), shared
  * by comm.c (life cycle, API), engine.c (running one op through its attempts) and
  * engine_sync.c (the resume exchanges, fills and have notices).

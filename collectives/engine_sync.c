@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The engine's exchanges besides the algorithms: resume reports and the decision, the fill of
  * missing chunks, the have notices, the reports of completed ops a newer epoch reopens, and the
  * identity input of a member catching up.

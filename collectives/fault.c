@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Named fault-injection points (FTCC_FAULT): the parser of "point:seq[:step[:action]]" specs
  * and the act of dying, stopping or exiting at the first match of each spec.
  */

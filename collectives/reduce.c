@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Reduction entry points: argument checks, the type and operator tables, the integer kernels
  * and the floating-point environment the float kernels (reduce_fp.c) run in.
  * Compiled with -O3 -ffp-contract=off (CMakeLists.txt): plain loops the compiler vectorizes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Floating-point reductions: the portable kernel set (x86-64 baseline, SSE2) and the choice,
  * made once, between it and the AVX2 + F16C set (reduce_fp_avx2.c) when the CPU has those.
  * The kernels themselves are in reduce_fp_kern.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Floating-point reduction kernels (reduce_fp_kern.h, built per instruction set by reduce_fp.c
  * and reduce_fp_avx2.c), called by the entry points in reduce.c once the arguments are checked
  * and the default floating-point environment is in force.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The floating-point kernels (reduce_fp_kern.h) compiled for AVX2 + F16C: the same C, twice
  * as wide, plus F16C's float16 conversions. Only called after a CPU check (reduce_fp.c); off
  * x86 it forwards to the portable set so the dispatcher links everywhere.

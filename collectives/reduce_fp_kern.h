@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The floating-point kernels, instantiated once per instruction set: a file defines
  * REDUCE_FP_ISA (a suffix), may switch the target and define REDUCE_FP_F16C (float16
  * conversions by F16C instructions), then includes this.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The resume decision (include/ftcc/resume.h): pure logic over the members' reports on one op,
  * and the reports' wire form.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The library's one log sink and level.
  *
  * Owns the current level, the installed sink and the default stderr sink, which prints

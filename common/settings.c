@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The FTCC_* settings: the static table built from FTCC_SETTINGS and the current values.
  *
  * Writers (load, set) serialise on a mutex; readers load the current value lock-free. A string

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Syscall wrappers and the fault-injection seam behind them.
  *
  * Owns the FTCC_INJECT state. When nothing is armed a wrapper pays one relaxed atomic load for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Membership backend selection and the small pieces every runtime file shares: the backend
  * spec ("", "embedded", "host:port", "etcd://..."), address parsing, the clock, the timing
  * defaults from the settings, and incarnation numbers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The coordinator of one group as a pure state machine: formation, epoch proposals and commits,
  * death and silence verdicts under the quorum rule, joins and takeover. No I/O, no clock, no
  * locks: see include/ftcc/ctl_sm.h for the protocol and the calling rules.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Internal state of the coordinator state machine, shared by its two source files: coord.c
  * (changes, proposals, timers) and coord_msg.c (frames in, connections ending, status text).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The coordinator's inputs: frames from members (HELLO by state, heartbeats, ACKs, evidence,
  * leave, ready), connections that end, and the plain-text status of the group.
  */

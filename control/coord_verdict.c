@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The coordinator's verdicts on evidence: silence, the probe of a member whose control
  * connection ended without a LEAVE, and trouble on the data links between members (another
  * attempt of the ops in flight, or, when a link stays broken between two live members, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The coordinator daemon (ctl_daemon_*): a host on its own thread serving any number of
  * groups, each with its own coordinator created on its first HELLO and freed once it has been
  * stopped and unconnected for a while. ftcc-coordinator is a thin main around it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Epoch snapshots (struct ctl_epoch): immutable copies of a committed epoch, shared by
  * reference count between a member's cache and whoever called ctl_member_view() or
  * ctl_member_op_epoch(); and the small per-member cache of the newest ones.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The host: a control listener and the connections it accepted, shared by a member (which may
  * host its group's coordinator) and the daemon (many groups). It answers STATUS requests,
  * refuses garbage, routes each HELLO to a coordinator and carries out that coordinator's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The ctl_member_* API: configuration checks, creation and destruction of a member and its
  * control thread, the snapshots it publishes (state, newest epoch, op -> epoch lookups), and
  * the calls that feed the msm from the application's threads.

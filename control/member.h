@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One member's runtime (struct ctl_member), shared by member.c (configuration, API, published
  * snapshots) and member_loop.c (the control thread, the coordinator link, the msm's ops).
  *

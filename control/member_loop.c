@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A member's control thread: one poll() over its wakeup eventfd, its listener and hosted
  * coordinator's connections (the host), and its one coordinator link; the msm's ops (connect,
  * send, disconnect, host, changed) and the ticks of the msm and the hosted coordinator.

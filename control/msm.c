@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One member's side of the membership protocol as a pure state machine: reaching the
  * coordinator, following its epochs, heartbeats, the proposal fence, losing the coordinator
  * and finding (or becoming) its successor. See include/ftcc/ctl_sm.h.

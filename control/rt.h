@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Internal pieces of the membership runtime (control/): framed non-blocking connections, the
  * poll set, the host that accepts control connections and routes them to coordinators, epoch
  * snapshots, and small shared pieces (clock, settings, addresses). Not part of any public API.

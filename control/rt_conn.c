@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Non-blocking framed control connections: read buffer cut into checked frames, bounded write
  * queue, socket set-up (listen, non-blocking connect from a chosen source), the eventfd that
  * wakes a control thread and the poll set it waits on.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Probes of members' listening ports, for coordinators served by a host: a coordinator whose
  * member's control connection ended without a LEAVE asks whether a process still answers where
  * that member takes connections. The probe connects and says HELLO with CTL_HELLO_PROBE; a

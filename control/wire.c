@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Membership wire codec: encoding and validating decoding of the control-plane frames declared
  * in ctl_wire.h. Pure functions, no I/O, no allocation; bytes from the network are checked
  * here, and encode refuses a struct that decode would refuse, with the same rules.

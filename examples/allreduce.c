@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A complete ftcc program: N processes average a vector, surviving the loss of members.
  *
  *   ./ftcc-example RANK SIZE [STEPS]      (start SIZE of them, RANK = 0 .. SIZE-1)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc: fault-tolerant allreduce for groups of processes, as a plain C API.
  *
  * A communicator is one member of a named group. Members form the group together (each knows
@@ -32,8 +33,16 @@ extern "C" {
 
 #define FTCC_API __attribute__((visibility("default")))
 
+/* The version of this header; ftcc_version() gives the library's. The build takes the project
+ * version from these three lines. */
 #define FTCC_VERSION_MAJOR 0
 #define FTCC_VERSION_MINOR 1
+#define FTCC_VERSION_PATCH 0
+#define FTCC_VERSION_CODE(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
+#define FTCC_VERSION FTCC_VERSION_CODE(FTCC_VERSION_MAJOR, FTCC_VERSION_MINOR, FTCC_VERSION_PATCH)
+
+/* Ops started and not yet executed, per communicator; one more start returns FTCC_ERR_BUSY. */
+#define FTCC_MAX_INFLIGHT 4096
 
 /* The largest group. */
 #define FTCC_MAX_MEMBERS 1024
@@ -78,7 +87,7 @@ enum ftcc_error {
 	FTCC_ERR_DEGRADED = -6, /* policy FTCC_DEGRADED_FAIL: the op completed, everywhere,
 				 * without some members' input; its record says whose */
 	FTCC_ERR_ABORTED = -7,	/* the communicator was aborted with the op in flight */
-	FTCC_ERR_BUSY = -8,	/* too many ops in flight (FTCC_MAX_INFLIGHT) */
+	FTCC_ERR_BUSY = -8,	/* too many ops started and not executed (FTCC_MAX_INFLIGHT) */
 };
 
 /* What a result over fewer contributors than the group's size becomes. */
@@ -186,6 +195,9 @@ static inline int ftcc_record_has(const struct ftcc_record *rec, uint32_t id)
 
 /* Static name of an FTCC_ERR_* value. */
 FTCC_API const char *ftcc_strerror(int err);
+/* The library's version as FTCC_VERSION_CODE(major, minor, patch); a program built against
+ * another major version than the library's should not call on. */
+FTCC_API int ftcc_version(void);
 
 /* What the communicator's last failure was, in words ("" if none). Valid until the next call
  * on @comm. */

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Compares ftcc's allreduce (ftcc-perf -m allreduce over libftcc.so) with Open MPI's
 # MPI_Allreduce (TCP BTL on loopback) and torch.distributed's Gloo backend, all float32 SUM on
 # this host, measured in the same run:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Compares two builds of ftcc's allreduce (ftcc-perf -m allreduce over each build's libftcc.so)
 # in the same run, interleaved: what a change costs or gains on the fast path. float32 SUM on
 # this host, N = 2 and 4 ranks, sizes 4 KiB to 64 MiB (x4 steps; 300 timed iterations below

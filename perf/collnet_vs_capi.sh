@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Measures what the CollNet ABI layer costs: ftcc-perf -m collnet (the plug-in dlopened,
 # ncclCollNetPlugin_v11 iallreduce + test polled with sched_yield, as NCCL's proxy drives it)
 # against ftcc-perf -m allreduce -P (the same engine through the C API, ftcc_iallreduce +

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Membership service on this machine, one run (builds nothing):
 #   failover: time from a fault to the new epoch at every survivor, for groups of 3 and 7 on
 #             the embedded coordinator: a member SIGKILLed, the coordinator's host SIGKILLed, a

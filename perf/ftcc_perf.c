@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc-perf main: options, the table of modes, and the forked ranks.
  * Each mode is one row of perf_modes[]; main forks the mode's ranks on this host, connected by
  * a socketpair mesh made before fork(), and turns their exit statuses into its own.
@@ -34,7 +35,7 @@ static const struct perf_mode perf_modes[] = {
 	  .victim = -1 },
 	{ .name = "allreduce",
 	  .nranks = 2,
-	  .doc = "-N ranks form a group (ftcc.h, embedded coordinator) and time blocking "
+	  .doc = "the ranks form a group (ftcc.h, embedded coordinator) and time blocking "
 		 "ftcc_allreduce of -t elements with -o (-P: ftcc_iallreduce + ftcc_test "
 		 "polled); -I in place; --kill R@I",
 	  .run = perf_allreduce_run,
@@ -42,7 +43,7 @@ static const struct perf_mode perf_modes[] = {
 	  .max_ranks = 8 },
 	{ .name = "collnet",
 	  .nranks = 2,
-	  .doc = "-N ranks dlopen the plug-in, form a group through ncclCollNetPlugin_v11 "
+	  .doc = "the ranks dlopen the plug-in, form a group through ncclCollNetPlugin_v11 "
 		 "(listen on device 0, handles swapped, connect) and time its iallreduce + "
 		 "test, polled as NCCL's proxy does (-y), of -t elements with -o; -I in place; "
 		 "prints the close time",
@@ -61,7 +62,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: ftcc-perf [-m mode] [-b minbytes] [-e maxbytes] [-f stepfactor] [-n iters]\n"
 		"                 [-w warmup] [-c 0|1] [-d depth] [-y 0|1] [-p plugin.so] [-R] [-j]\n"
-		"                 [-N ranks] [-t type] [-o op] [-I] [-P] [--kill R@I]\n"
+		"                 [-k iter] [-K KILL|STOP] [-N ranks] [-t type] [-o op] [-I] [-P]\n"
+		"                 [--kill R@I]\n"
 		"  -b, -e   smallest and largest message size; K, M, G suffixes (default 32M)\n"
 		"  -f       multiply the size by this until it exceeds maxbytes (default 2)\n"
 		"  -n, -w   timed and warm-up iterations per size (default 20, 5)\n"
@@ -84,8 +86,14 @@ static void usage(FILE *f)
 		"           I of the last size; rank 0 reports the survivors' stall and record\n"
 		"modes:\n");
 	for (i = 0; i < PERF_NMODES; i++) {
-		fprintf(f, "  %-6s %d ranks: %s\n", perf_modes[i].name, perf_modes[i].nranks,
-			perf_modes[i].doc);
+		if (perf_modes[i].max_ranks > perf_modes[i].nranks) {
+			fprintf(f, "  %-9s %d..%d ranks (-N, default %d): %s\n", perf_modes[i].name,
+				1, perf_modes[i].max_ranks, perf_modes[i].nranks,
+				perf_modes[i].doc);
+		} else {
+			fprintf(f, "  %-9s %d ranks: %s\n", perf_modes[i].name,
+				perf_modes[i].nranks, perf_modes[i].doc);
+		}
 	}
 }
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Compares ftcc's p2p path (ftcc-perf -m p2p over libnccl-net-ftcc.so) with other single-stream
 # TCP numbers measured in the same run on 127.0.0.1:
 #   throughput at 1 MiB, 64 MiB, 256 MiB: ftcc vs iperf3 (target: ftcc/iperf3 >= 0.85 at 64 MiB)

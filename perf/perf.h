@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc-perf: shared declarations of the nccl-tests-style benchmark.
  *
  * A benchmark run is one mode (a row of the mode table in ftcc_perf.c) executed by nranks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc-perf allreduce sweep, shared by the allreduce and collnet modes: the type table, the
  * check values and the exact expected result over a record's contributors, the size sweep and
  * its report, the close time, and --kill R@I (rank R dies at timed iteration I of the last

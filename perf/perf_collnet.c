@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc-perf collnet mode: the allreduce sweep (perf_ar_run) driven through the CollNet plug-in
  * as NCCL loads and calls it: dlopen, dlsym("ncclCollNetPlugin_v11"), init, listen on device
  * 0, the 128-byte handles of all ranks exchanged out of band, blocking connect, regMr of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc-perf common pieces: size parsing, the bootstrap socketpair mesh, the check pattern,
  * gathering per-iteration times to rank 0, statistics over them (min, median, p99), and the
  * report (nccl-tests-style table for people, JSON lines for scripts).

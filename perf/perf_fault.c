@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc-perf fault mode: how fast a lost peer is reported. Rank 0 streams messages of -b bytes
  * to rank 1 through the plug-in (8 in flight, as NCCL's proxy); at iteration -k rank 1 tells
  * rank 0 the time and its pid over the bootstrap and raises SIGKILL or SIGSTOP. Rank 0 keeps

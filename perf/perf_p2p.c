@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc-perf p2p mode: rank 0 -> rank 1 through the plug-in's isend / irecv / test, driven the
  * way NCCL's proxy drives a connection: messages of at most 4 MiB, up to `depth` requests in
  * flight, tested oldest first. -R: a ping-pong of one message each way.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc-perf two-rank transfer benchmark: the size sweep, warm-up, timed iterations, data
  * check and report shared by every mode that moves bytes from rank 0 to rank 1 (p2p over the
  * plug-in, sock over plain TCP). The transport is a perf_pair_ops table.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc-perf plug-in loading and connection set-up, done the way NCCL 2.28 does it: dlopen the
  * .so, dlsym("ncclNetPlugin_v11"), one init per communicator, then listen / connect / accept
  * polled until they hand back a comm (they must never block).

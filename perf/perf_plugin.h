@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc-perf's view of the NCCL net plug-in: loading it the way NCCL does (dlopen, dlsym of
  * ncclNetPlugin_v11, per-communicator init) and connecting two ranks through it. Only the
  * plug-in modes include this; the rest of ftcc-perf never sees an NCCL type.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc-perf sock mode: the baseline measured in the same run as the plug-in. One TCP
  * connection over loopback, blocking send/recv with TCP_NODELAY and kernel-default buffers;
  * the same sweep, iterations and report as p2p (perf_pair.c). -R: a blocking ping-pong.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared pieces of the comparison scripts (allreduce_vs.sh, collnet_vs_capi.sh); sourced.
 # Makes $WORK, a scratch directory whose JSON files are copied to $OUT (when set) at exit.
 

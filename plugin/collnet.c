@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CollNet plug-in, v11 implementation: NCCL's cross-node allreduce as ops of the ftcc
  * engine (include/ftcc.h), one engine group per collComm.
  *

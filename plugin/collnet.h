@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CollNet plug-in's v11 implementation (collnet.c), which the older tables
  * (collnet_compat.c) adapt. plugin/ only.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The v10, v9 and v8 collnet tables (NCCL 2.20 to 2.27) over the v11 implementation.
  *
  * Compared with v11 they have one global init and no finalize, listen without a ctx and their

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The one translation from ftcc's internal errors (0 or a negative errno) to ncclResult_t.
  *
  * NCCL treats any non-success code from the data path as fatal for the communicator and hands

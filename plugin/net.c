@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The net plug-in's connection and data path (v11 signatures) and the exported
  * ncclNetPlugin_v11 table.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Life cycle of the net plug-in: init and finalize (v11), the pre-v11 global init, and the
  * unload destructor.
  *

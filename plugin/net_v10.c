@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The v10 net table (NCCL 2.26 and 2.27) over the v11 implementation.
  *
  * v10 has one global init (with the profiler callback) and no finalize, listen and connect

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The v8 net table (NCCL 2.20 to 2.23) over the v11 implementation, and the old-style entry
  * points that v8 introduced (within the versions we export) and v9 / v10 still use: the
  * global init, and listen / connect without a ctx, which run on the default ctx.

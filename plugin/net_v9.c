@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The v9 net table (NCCL 2.24 and 2.25) over the v11 implementation.
  *
  * v9 is v10 without the profiler: init takes only the logger, connect has no config, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Internal interface of the NCCL plug-in (plugin/ only).
  *
  * One implementation of the net plug-in with v11 signatures lives in net.c; the older tables

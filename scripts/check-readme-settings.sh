@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Checks README.md against the settings table: every FTCC_* setting is documented there, and
 # the README names no FTCC_* variable that the table does not have.
 #
@@ -38,6 +39,7 @@ not_settings() {
 	# Names of the C API (include/ftcc.h): error codes, types, operators, policies.
 	FTCC_ERR_* | FTCC_DEGRADED_* | FTCC_OK | FTCC_SUM | FTCC_PROD | FTCC_MAX | FTCC_MIN) return 0 ;;
 	FTCC_AVG | FTCC_INT* | FTCC_UINT* | FTCC_FLOAT* | FTCC_BFLOAT16 | FTCC_FP8_*) return 0 ;;
+	FTCC_VERSION* | FTCC_MAX_INFLIGHT | FTCC_MAX_MEMBERS) return 0 ;;
 	esac
 	for opt in "${cmake_opts[@]}"; do
 		[ "$name" = "$opt" ] && return 0

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The main job: builds ftcc and runs a live demo of the fault-tolerant allreduce. Four local
 # members allreduce 1 MiB per step on the embedded coordinator; member 2 is SIGKILLed inside
 # step 12 (in the ring's reduce-scatter) and restarted after step 20. Each step prints its

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs what building and testing ftcc needs on Debian 12. Idempotent: does nothing (and
 # needs no network) when every package is already installed.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The test command: builds ftcc and runs every check CI runs, stopping at the first failure.
 #
 #   (a) build/       Release, -Werror: unit, abi, chaos tests; fuzz replays; exported symbols;
@@ -182,6 +183,25 @@ sweep_stale_nft() {
 	done < <(nft list tables inet 2>/dev/null | awk '$1 == "table" && $3 ~ /^ftcc_test_/ { print $3 }')
 }
 
+# check_readme_example: the README's first C block compiles, warning-free, against
+# include/ftcc.h and links with libftcc.so, as a reader would build it.
+check_readme_example() {
+	local dir=$1 src
+	src=$(mktemp --suffix=.c)
+	awk '/^```c$/ { on = 1; next } on && /^```$/ { exit } on { print }' README.md >"$src"
+	if [ ! -s "$src" ]; then
+		echo "README.md has no \`\`\`c block" >&2
+		rm -f "$src"
+		return 1
+	fi
+	if ! cc -std=c11 -Wall -Wextra -Werror -Iinclude "$src" -L"$dir" -lftcc \
+		-o "$dir/readme-example"; then
+		rm -f "$src"
+		return 1
+	fi
+	rm -f "$src"
+}
+
 configure_and_build() {
 	local dir=$1
 	shift
@@ -198,6 +218,8 @@ step "no link-time hwloc/verbs/CUDA/NCCL" check_no_runtime_deps build/libnccl-ne
 run_tests build
 step "clang-format" check_format
 step "README settings table" bash scripts/check-readme-settings.sh build
+step "README example compiles" check_readme_example build
+step "SPDX license lines" bash scripts/check-spdx.sh
 
 if [ "$QUICK" = 1 ]; then
 	skip "sanitizer and fuzz builds" "FTCC_TEST_QUICK=1"

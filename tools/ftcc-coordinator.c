@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc-coordinator: the membership daemon (FTCC_COORDINATOR=host:port) serving any number of
  * groups until SIGINT or SIGTERM, and its status client (--status host:port prints what the
  * daemon's STATUS request returns).
@@ -14,18 +15,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ftcc.h"
 #include "ftcc/ctl.h"
 #include "ftcc/settings.h"
 
 #define DEFAULT_LISTEN "0.0.0.0:29500"
 #define STATUS_TIMEOUT_MS 5000
 
-static void usage(const char *argv0)
+static void usage(FILE *out, const char *argv0)
 {
-	fprintf(stderr,
-		"usage: %s [--listen host:port] [--status host:port]\n"
+	fprintf(out,
+		"usage: %s [--listen host:port] [--status host:port] [--version] [--help]\n"
 		"  --listen  serve groups on this address (default %s; port 0 picks one)\n"
-		"  --status  print the state of the daemon at this address and exit\n",
+		"  --status  print the state of the daemon at this address and exit\n"
+		"  --version print the library version and exit\n"
+		"  --help    print this and exit\n",
 		argv0, DEFAULT_LISTEN);
 }
 
@@ -149,8 +153,15 @@ int main(int argc, char **argv)
 			listen_addr = argv[++i];
 		} else if (strcmp(argv[i], "--status") == 0 && i + 1 < argc) {
 			status_addr = argv[++i];
+		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			usage(stdout, argv[0]);
+			return 0;
+		} else if (strcmp(argv[i], "--version") == 0) {
+			printf("ftcc-coordinator %d.%d.%d\n", ftcc_version() / 10000,
+			       ftcc_version() / 100 % 100, ftcc_version() % 100);
+			return 0;
 		} else {
-			usage(argv[0]);
+			usage(stderr, argv[0]);
 			return 2;
 		}
 	}

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc-demo: a live demo of the fault-tolerant allreduce through the public C API. It forks a
  * few local members on the embedded coordinator; each allreduces a vector per "training step".
  * One member dies in the middle of an op (SIGKILL at an engine fault point); the survivors

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc-settings: prints the FTCC_* settings table as Markdown.
  *
  * The README's settings table is checked against this output (scripts/check-readme-settings.sh),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Transport registry and the -EOPNOTSUPP stubs that fill every op a transport leaves NULL,
  * so callers never test for NULL.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Allreduce algorithms of the engine, one per file, over the data plane (dp.h).
  *
  * An attempt runs one algorithm among the members of one epoch. Every member runs the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Bootstrap of an engine group from the listen handles NCCL exchanges (CollNet).
  *
  * Each node head's listen writes one handle: the control address its member will listen on,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Engine entry points beyond the public API (include/ftcc.h), for the CollNet plug-in. Not
  * exported from libftcc.so.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Membership service: who is in the group now. The one interface the engine and the CollNet
  * plug-in use, over interchangeable backends:
  *

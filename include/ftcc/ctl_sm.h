@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Membership state machines as pure logic: the coordinator of one group (struct ctl_coord) and
  * one member's view of the group (struct ctl_msm).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Membership wire format: the frames members and coordinators exchange on control connections.
  *
  * Every frame is a 32-byte header (magic, version, type, total length, group id, epoch)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Data plane of the allreduce engine: one TCP connection per pair of members of a group,
  * carrying tagged frames (header + payload) that the engine's algorithms post as transfer
  * lists and progress together, so a send and a receive (or many) never deadlock on full

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Named fault-injection points of the engine, for tests: FTCC_FAULT="point:seq[:step[:action]]"
  * makes this process act the first time it reaches @point of op @seq at step @step (any step
  * when omitted or "*"). Several specs may be given, separated by commas. Actions:

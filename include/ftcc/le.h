@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Little-endian field access for every wire format of ftcc (transport, control, data plane,
  * resume reports): byte by byte, so alignment and the host's byte order never matter.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Logging for every layer of ftcc.
  *
  * One sink for the whole library. By default messages at or above FTCC_DEBUG's

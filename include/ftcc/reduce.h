@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Reduction kernels of the allreduce engine: dst[i] = dst[i] OP src[i] on host memory, for every
  * NCCL element type and built-in operator, bit-reproducible across machines and builds.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The resume decision: after an epoch change interrupts op s, what the members of the new epoch
  * do with it. Pure logic, no I/O; every member computes it from the same reports (one from each
  * member of the new epoch, exchanged over the data plane), so all decide alike.

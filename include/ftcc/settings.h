@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The one table of FTCC_* settings.
  *
  * Every environment variable ftcc reads is declared once here with its type, default and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Syscall wrappers: the one place socket and epoll calls go through.
  *
  * Each wrapper keeps errno, returns what the syscall returns (or -1 with errno set), and is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP devices: the host's usable network interfaces.
  *
  * Discovery honours FTCC_SOCKET_IFNAME (NCCL_SOCKET_IFNAME syntax). PCI path, NUMA node and

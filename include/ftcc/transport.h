@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The transport ops table: bytes between two endpoints.
  *
  * A transport (tcp/, later ib/) fills the ops it supports into a const table; registration

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Baseline for ftcc-perf -m allreduce: torch.distributed allreduce, backend "gloo", float32
 SUM (in place, as torch's all_reduce always is) over the same size sweep, timed the same way
 (each rank times every call back to back; an iteration's time is the slowest rank's), printed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Baseline for ftcc-perf -m allreduce: MPI_Allreduce (MPI_FLOAT, MPI_SUM, out of place) over
  * the same size sweep, timed the same way (each rank times every call back to back; the time
  * of an iteration is the slowest rank's), printed in the same columns or JSON lines.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc-ctl-bench: how fast the membership service reacts, and what it costs.
  *
  *   failover  N forked members on loopback (embedded coordinator); a victim is SIGKILLed or

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """torch.distributed allreduce over sizes, results checked; one process per NCCL "host".
 
   python3 perf/gpu/bench_allreduce.py --mode ftcc|socket --so build/libnccl-net-ftcc.so -n 2

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The whole GPU check of the CollNet plug-in in one command, for a machine with one GPU, CUDA,
 # PyTorch and NCCL (see perf/gpu/RESULTS.md): builds the plug-in, benchmarks allreduce through
 # ftcc's CollNet against NCCL's own socket transport, then runs a DDP job with one rank killed

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Launches ddp_train.py as N separate processes, each its own NCCL "host" on the one GPU,
 with ftcc's CollNet forced for allreduce; kills one non-zero rank mid-training; checks that
 every survivor finishes and that the survivors' parameter hashes agree at every step they

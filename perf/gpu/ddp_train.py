@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A plain DDP training loop (nccl backend), unaware of ftcc.
 
 Started as one process per "host" by perf/gpu/collnet_ddp.py, which sets RANK, WORLD_SIZE,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc-reduce-bench: throughput of the host reduction kernels (ftcc_reduce) per element type,
  * against memcpy of the same size timed in the same run, interleaved run by run.
  *

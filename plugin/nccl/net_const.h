@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Constants shared by every net / collnet plug-in ABI version (values from NCCL's
  * nccl_net.h; they have not changed between v8 and v11).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Device-offload declarations of the net plug-in ABI (v7 and later): the offload type a
  * device advertises and the handle NCCL hands to connect/accept when it asks for offload.
  *

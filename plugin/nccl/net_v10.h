@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Net and collnet plug-in ABI, version 10 (NCCL 2.26 and 2.27).
  *
  * Compared with v9: init receives the profiler callback; connect receives a per-communicator

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Net and collnet plug-in ABI, version 11 (NCCL 2.28 and 2.29; 2.30 loads it through its
  * v11 shim).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Net and collnet plug-in ABI, version 8 (NCCL 2.20 to 2.23).
  *
  * Compared with v7: regMr's size became size_t and the properties gained regIsGlobal; collnet

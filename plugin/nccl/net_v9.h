@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Net and collnet plug-in ABI, version 9 (NCCL 2.24 and 2.25).
  *
  * Compared with v8: isend / irecv sizes became size_t; the properties gained forceFlush, the

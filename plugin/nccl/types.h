@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Basic NCCL types shared by every plug-in ABI version: result codes, data types, reduction
  * operators, the logger NCCL hands to init and the profiler callback.
  *

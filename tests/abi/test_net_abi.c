@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ABI tests of the net plug-in's data path: dlopen the built libnccl-net-ftcc.so and drive
  * every exported table (v11, v10, v9, v8) the way NCCL's proxy threads do: properties,
  * non-blocking connection set-up, windows of requests, ordering and content of hundreds of

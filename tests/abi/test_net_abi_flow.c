@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ABI tests of the net plug-in's flow control and request bookkeeping: sends posted before
  * any receive, request rings filled until isend / irecv answer NULL (which NCCL retries),
  * grouped receives matched by tag, and the sizes test() writes back into NCCL's int arrays.

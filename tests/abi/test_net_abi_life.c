@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ABI tests of the net plug-in's life cycle: init and finalize (including finalize(NULL) and
  * a rejected setting), several v11 ctxs at once and concurrently, a connection between two
  * processes with the handle passed over a pipe, and many dlopen / init / finalize / dlclose

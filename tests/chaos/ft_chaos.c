@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared by the allreduce chaos tests (test_chaos_allreduce*.c): the group under test, the op
  * scripts, and the checks every test ends with.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared by the allreduce chaos tests: bounds, the group under test, the op scripts, and the
  * checks (tests/chaos/ft_chaos.c).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The fault-tolerant allreduce (ftcc.h) when a member dies: at each named phase of the engine
  * (FTCC_FAULT), a second member during the resume, two at once, at connect, or by SIGKILL while ops
  * run. After each, every survivor must have completed every op within the bound, with

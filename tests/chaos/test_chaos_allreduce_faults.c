@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The fault-tolerant allreduce (ftcc.h) under silence and membership changes: a member frozen
  * (SIGSTOP) or cut off by nftables while ops run, killed and restarted (with and without
  * catch-up), the degraded policies, abort, and a randomized soak of kills and restarts. The checks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CollNet plug-in under faults in the middle of long iallreduce sequences: node heads
  * (cn_heads.h) run long paced scripts while one head is killed (head 0 too, the host of the
  * embedded coordinator), frozen, cut off by nftables, or closes its collComm; then the degraded

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The membership service under network partitions: one member of a group is cut off by nftables
  * (every TCP packet between its address and any other dropped, both ways; its traffic to itself
  * passes), with every process alive. Silence is all anyone sees, so the side with a quorum must

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Link faults under a live stream, both processes alive: a link that silently drops every
  * packet (must be detected within the failure timeout), transient resets of one data socket or
  * of the control socket (must be repaired with no error and every message delivered exactly

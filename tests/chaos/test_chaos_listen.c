@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Strangers at the engine's listening port: garbage, silence, a foreign protocol version, a
  * hello for a stale incarnation, and a connect() with a handle of another communicator. The
  * listener must refuse each with one log line, never block, stay alive and go on serving a

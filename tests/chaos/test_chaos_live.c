@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Faults between members that are both alive, each kind for groups of 2, 3, 4 and 8, checked
  * with the invariants over every process's records (one member list per epoch number, one result
  * and one contributor set per op, exact; a member never faulted in every contributor set and never

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Process faults under a live stream: SIGKILL or SIGSTOP the sender or the receiver mid-stream
  * and time how long the survivor's pending test() takes to fail; then close every object with
  * requests in flight and a dead or frozen peer, and time each close call.

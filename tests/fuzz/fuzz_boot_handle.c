@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fuzz target for the CollNet bootstrap handles (collectives/boot.c): the decoder on the raw
  * input, on 52-byte pieces of it with the magic, version and checksum repaired (so random input
  * reaches the field checks), and boot_group_check on the handles those give, each checked with

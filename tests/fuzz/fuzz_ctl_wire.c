@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fuzz target for the membership wire codec (control/wire.c): the input decoded as one frame,
  * as a body behind a valid header, and as a stream of frames fed in pieces (as a control
  * connection's reader sees it). Every accepted frame must re-encode to the same bytes and obey

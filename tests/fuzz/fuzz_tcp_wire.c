@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fuzz target for the TCP wire format: every decoder of transport/tcp/wire.c on the same input,
  * the control-frame stream parsed whole and in pieces (as the control reader sees it), and the
  * round-trip properties of each accepted value, checked with abort().

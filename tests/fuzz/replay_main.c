@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A main for fuzz targets built without libFuzzer (any compiler, any build).
  *
  * Feeds LLVMFuzzerTestOneInput every file named on the command line (directories: every regular

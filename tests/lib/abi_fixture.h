@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Criterion fixtures shared by the ABI test files: the environment every test runs in, one
  * test per exported table from a single body, and the open / close of a connected pair.
  *

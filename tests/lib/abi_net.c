@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Version dispatch for the ABI tests: one switch per call, so that every test body runs
  * unchanged against each exported table; plus the capturing logger and process counters.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Drives one exported net table of the built plug-in (v11, v10, v9 or v8) through
  * version-neutral calls, the way NCCL's proxy threads do, for the ABI tests.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Connection set-up and the message-stream engine of the ABI tests: one thread plays both
  * NCCL proxy threads, polling every call non-blockingly until a deadline.
  */

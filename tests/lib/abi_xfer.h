@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Connections and message streams over a loaded net table, for the ABI tests.
  *
  * Everything here polls non-blockingly, as NCCL's proxy threads do, and gives up at a

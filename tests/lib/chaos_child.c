@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The sender and receiver children of the chaos tests: each loads the plug-in, connects,
  * streams checked messages through the v11 table, closes when told, and reports every result
  * into its side of the shared page. Runs only in a forked child.

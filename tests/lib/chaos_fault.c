@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Network faults through nft and ss: per-test nftables tables on the output hook, and the
  * listing and destruction of one process's TCP sockets. Owns the list of tables not yet
  * deleted, which the teardown empties.

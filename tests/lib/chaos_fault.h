@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Network faults for the chaos tests, through the system's own tools: nftables rules that
  * drop or reset loopback flows, and `ss` to list a process's TCP connections and destroy one.
  *

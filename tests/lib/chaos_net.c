@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The parent's side of the chaos pair: the environment the children inherit, the shared page,
  * starting, watching and ending the sender and receiver processes (chaos_child.c is what runs
  * in them).

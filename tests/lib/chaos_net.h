@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A sender and a receiver process streaming through the built plug-in's v11 table, for the
  * chaos tests: the test (the parent) injects a fault and reads what each side saw.
  *

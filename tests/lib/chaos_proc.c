@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Child processes of the chaos tests: fork with a parent-death signal, reap within deadlines,
  * run nft and ss with their output captured, spin CPU hogs. Owns the list of children not yet
  * reaped, which the teardown empties.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Processes for the chaos tests: forked children that die with the test, bounded waits, kill
  * and reap, external commands with captured output, CPU hogs and captured stderr.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Veth pairs through `ip`: names made from the test's pid, a free 10.251.x.y/32 address each,
  * bounded waits until the interface runs. Owns the list of pairs not yet deleted, which the
  * teardown empties, and the sweep of pairs whose process is gone.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Veth pairs in the root network namespace for the chaos tests: each gives one process its own
  * IPv4 address (and interface name for FTCC_SOCKET_IFNAME), so that an nftables rule can cut that
  * process off by address. Traffic between two such local addresses goes over lo, where the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Node heads for the CollNet tests (cn_heads.h), first half: the forked head that drives one
  * CollNet table as NCCL's proxy does and records every op, and the parent's control of the heads
  * (start, bounded waits, kill, freeze, stop). The checks are in cn_heads_check.c.

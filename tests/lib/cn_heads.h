@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* N node heads driving the built plug-in's CollNet table exactly as NCCL's proxy does, one per
  * forked process, for the ABI and chaos tests.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Node heads for the CollNet tests, second half: what the parent reads back from the heads'
  * records: the exact-result check of every op, plain-text descriptions and the heads' logs. The
  * first half (cn_heads.c) runs the heads.

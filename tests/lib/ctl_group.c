@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Test groups of membership members in forked processes: the member process loop that records
  * every epoch and state it sees, starting, killing, freezing and stopping those processes, the
  * parent's waits, and a daemon run by its own process. Owns each group's shared page.

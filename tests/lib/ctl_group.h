@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A membership group whose members each run in their own forked process, for the multi-process
  * and chaos tests of control/: the test kills, freezes, restarts or cuts off members, then
  * checks what every member saw.

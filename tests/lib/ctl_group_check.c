@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Reading what the member processes of a test group recorded: the agreement check, the
  * measurement lines and the plain-text description used in assertion messages.
  */

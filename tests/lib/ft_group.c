@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Test groups of allreduce communicators in forked processes: the deterministic inputs and the
  * exact expected results, the member process that runs the script and records every op, the
  * parent's control of those processes (kill, freeze, abort, restart) and its bounded waits, and the
@@ -408,8 +409,7 @@ static int ft_child_main(void *arg)
 
 /* ---- the parent ------------------------------------------------------------------------------ */
 
-/* A port nobody listens on at @ip now (the kernel's pick for port 0). 0 on failure. */
-static uint16_t ft_free_port(const char *ip)
+uint16_t ft_group_free_port(const char *ip)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	socklen_t len = sizeof(sa);
@@ -473,7 +473,7 @@ int ft_group_start(struct ft_group *g, const char *test, int n, const struct ft_
 		uint16_t port;
 
 		snprintf(g->ip[i], sizeof(g->ip[i]), "127.0.0.%d", FT_GROUP_IP_BASE + i);
-		port = ft_free_port(g->ip[i]);
+		port = ft_group_free_port(g->ip[i]);
 		if (!port) {
 			fprintf(stderr, "ft_group: no free port on %s\n", g->ip[i]);
 			return -1;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A group of fault-tolerant allreduce communicators (include/ftcc.h), one per forked process, for
  * the multi-process and chaos tests: every member runs the same script of allreduce ops and
  * records, per op, what it got; the test kills, freezes, cuts off, aborts or restarts members and
@@ -292,5 +293,7 @@ size_t ft_group_log(const struct ft_group *g, int i, char *buf, size_t len);
  * zeroes @g. Returns how many processes asked to stop did not exit 0 in time; *@max_destroy_ms (may
  * be NULL) gets the longest ftcc_comm_destroy(). No-op on a group not started. */
 int ft_group_end(struct ft_group *g, int timeout_ms, double *max_destroy_ms);
+/* A port nobody listens on at @ip now (the kernel's pick for port 0). 0 on failure. */
+uint16_t ft_group_free_port(const char *ip);
 
 #endif

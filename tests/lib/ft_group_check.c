@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The allreduce test harness, second half: the members' inputs and the exact results they must
  * get, and what the parent reads back: stalls, gaps, per-op agreement checks, descriptions and
  * logs. The first half (ft_group.c) runs the member processes.

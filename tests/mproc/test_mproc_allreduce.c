@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The fault-tolerant allreduce through the public C API (ftcc.h), across processes, with no faults:
  * groups of 1 to 5 member processes run scripts over every element type and operator, message sizes
  * from 1 element to 4 MiB, in place and out of place, blocking and with 4 ops in flight, both
@@ -9,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -464,6 +466,84 @@ Test(ft_mproc, strerror_names_every_error)
 	cr_expect(ftcc_strerror(-100) && ftcc_strerror(-100)[0], "unknown error has no name");
 	cr_expect(ftcc_strerror(7) && ftcc_strerror(7)[0], "positive value has no name");
 	cr_expect_str_neq(ftcc_strerror(-100), ftcc_strerror(FTCC_ERR_LOST));
+}
+
+/* ---- version and limits ---------------------------------------------------------------------- */
+
+Test(ft_mproc, version_matches_the_header)
+{
+	cr_expect_eq(ftcc_version(), FTCC_VERSION, "library %d, header %d", ftcc_version(),
+		     FTCC_VERSION);
+	cr_expect_eq(FTCC_VERSION,
+		     FTCC_VERSION_MAJOR * 10000 + FTCC_VERSION_MINOR * 100 + FTCC_VERSION_PATCH);
+	cr_expect_lt(FTCC_VERSION_MINOR, 100);
+	cr_expect_lt(FTCC_VERSION_PATCH, 100);
+}
+
+struct busy_peer {
+	struct ftcc_config cfg;
+	ftcc_comm_t *comm;
+	int rc;
+};
+
+static void *busy_peer_create(void *arg)
+{
+	struct busy_peer *p = arg;
+
+	p->rc = ftcc_comm_create(&p->cfg, &p->comm);
+	return NULL;
+}
+
+/* Member 1 of a group of 2 (another thread) issues nothing, so member 0's first op waits for
+ * it: member 0 can start FTCC_MAX_INFLIGHT ops (one more while the first executes), then
+ * FTCC_ERR_BUSY without taking a sequence number. Abort ends them all. */
+Test(ft_mproc, busy_past_max_inflight)
+{
+	char addr[2][32];
+	const char *addrs[2] = { addr[0], addr[1] };
+	struct busy_peer p[2];
+	pthread_t t;
+	float in = 1.0f, out[8];
+	struct ftcc_view v;
+	uint64_t before;
+	int started = 0, rc = 0;
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%u", ft_group_free_port("127.0.0.1"));
+		ftcc_config_init(&p[i].cfg);
+		p[i].cfg.group = "busy";
+		p[i].cfg.rank = (uint32_t)i;
+		p[i].cfg.size = 2;
+		p[i].cfg.addrs = addrs;
+		p[i].cfg.connect_timeout_ms = FORM_MS;
+		p[i].comm = NULL;
+	}
+	cr_assert_eq(pthread_create(&t, NULL, busy_peer_create, &p[1]), 0);
+	busy_peer_create(&p[0]);
+	pthread_join(t, NULL);
+	cr_assert_eq(p[0].rc, 0, "member 0: %s", ftcc_strerror(p[0].rc));
+	cr_assert_eq(p[1].rc, 0, "member 1: %s", ftcc_strerror(p[1].rc));
+	while (started <= FTCC_MAX_INFLIGHT + 1) {
+		ftcc_request_t *req;
+
+		rc = ftcc_iallreduce(p[0].comm, &in, &out[started % 8], 1, FTCC_FLOAT32, FTCC_SUM,
+				     &req);
+		if (rc) {
+			break;
+		}
+		started++;
+	}
+	cr_expect_eq(rc, FTCC_ERR_BUSY, "start %d gave %d (%s)", started + 1, rc,
+		     ftcc_strerror(rc));
+	cr_expect(started == FTCC_MAX_INFLIGHT || started == FTCC_MAX_INFLIGHT + 1,
+		  "%d ops started before BUSY", started);
+	cr_assert_eq(ftcc_comm_view(p[0].comm, &v, NULL, 0), 0);
+	before = v.next_seq;
+	cr_expect_eq(before, (uint64_t)started, "next_seq %llu", (unsigned long long)before);
+	for (int i = 0; i < 2; i++) {
+		ftcc_comm_abort(p[i].comm);
+		cr_expect_eq(ftcc_comm_destroy(p[i].comm), 0);
+	}
 }
 
 /* ---- the harness itself --------------------------------------------------------------------- */

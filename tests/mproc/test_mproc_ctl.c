@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The membership service across processes: groups of 2 to 7 member processes form; members are
  * SIGKILLed (death evidence: a new epoch within 1 s), SIGSTOPped (silence: within the failure
  * timeout + 1 s, and the frozen one, resumed, must end REMOVED or LOST without disturbing the

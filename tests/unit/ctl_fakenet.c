@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fake network for the membership state machines: connections as FIFO queues of frame copies
  * (round-tripped through the wire codec) with a delay, the ops of members and coordinators,
  * routing of HELLOs as the runtime does, delivery to endpoints that run, raw clients.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Harness of the membership state machine tests: a simulated cluster of members (struct ctl_msm)
  * and the coordinators they host (or a daemon's), joined by a fake network of FIFO connections that
  * carry decoded frames, driven by a fake clock, with kills, freezes, partitions, restarts.

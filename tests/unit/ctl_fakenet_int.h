@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Internals of the fake network harness (ctl_fakenet*.c): the cluster's structures and the
  * functions its files share. Tests use ctl_fakenet.h only.
  */

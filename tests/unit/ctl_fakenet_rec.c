@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fake network harness, records and checks: the trace, violations, every epoch each member saw
  * and every VIEW sent, the agreement checks made as they arrive and at the end, accessors.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fake network harness, the cluster: making and freeing it, starting members, the faults (kill,
  * freeze, partition, restart, leave), the fake clock and the bounded waits on it.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Harness of the membership runtime tests: log capture, groups of in-process members, bounded
  * waits for a member list, and raw sockets (see ctl_rt_harness.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Harness of the membership runtime tests (test_ctl_runtime*.c): groups of members in this
  * process on 127.0.0.x, bounded waits for a member list, a captured log, and raw sockets that
  * play strangers or a frozen peer. Every wait is bounded.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Harness of the data plane tests: members on 127.0.0.1, jobs in threads, payload patterns
  * and the hand-written wire (see dp_harness.h).
  */

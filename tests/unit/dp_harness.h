@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Harness of the data plane tests (test_dp.c, test_dp_faults.c): members on 127.0.0.1 with
  * one thread each, payload patterns, and hand-written HELLOs and frames for the wire tests.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Harness of the in-process TCP transport tests: set-up, bounded polling, log capture and
  * message contents. The message-stream driver is in tcp_harness_stream.c.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Harness of the in-process TCP transport tests: both ends of a connection in one process
  * over lo, every wait bounded by a deadline, a captured log, and a message-stream driver that
  * checks each message arrives once, in order, with its size and content intact.

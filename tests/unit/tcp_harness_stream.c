@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The message-stream driver of the TCP transport tests: one thread posts sends and grouped
  * receives with bounded windows, tests both until every message arrived, and checks that
  * each one landed exactly once, in its tag's buffer, with its size and content.

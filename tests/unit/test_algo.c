@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the allreduce algorithms (ring, recursive doubling) over real data planes on
  * 127.0.0.1, one thread per member: results bit-identical on every member and equal to a plain
  * reference, every chunk marked held, and bounded failure when a member aborts or is gone or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the CollNet bootstrap handles (collectives/boot.c): the 52-byte wire form and
  * every rule of its decoder, address strings, the group checks and name, and the digest of the
  * settings every node of a group must share.

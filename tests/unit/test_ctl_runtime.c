@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tests of the membership runtime (ctl_member_*, ctl_daemon_*) in one process over 127.0.0.x:
  * formation, departures and takeover, restart and catch-up joins, source addresses of links,
  * the daemon with two groups and its STATUS text. Bad input and destroy's bound are in

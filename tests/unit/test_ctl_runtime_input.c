@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tests of the membership runtime against bad input: strangers sending garbage, foreign
  * versions, malformed bodies, wrong groups, probes, STATUS and silence on a member's port; bad
  * configurations; address parsing; and destroy's bound with absent or frozen peers.

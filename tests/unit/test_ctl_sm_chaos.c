@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Membership state machines on a fake network, part five: seeded random sequences of kills,
  * restarts, freezes, partitions and leaves, over a network with latency and jitter (partitions
  * lose frames on some seeds and hold them on others; every fifth seed uses a daemon). Whatever

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Membership state machines, the evidence rules on their own: frames crafted by hand into a bare
  * member (ids out of the group's range, a coordinator that says it left) and reports staggered
  * in time into a cluster on the fake network (the cut rule's choice when a faulty member's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Membership state machines on a fake network, part two: members and coordinator hosts that die
  * (death evidence: removed within a heartbeat or so) or stop (silence: removed after the failure
  * timeout), alone or several at once, and what a stopped process does when it runs again.

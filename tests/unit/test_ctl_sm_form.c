@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Membership state machines on a fake network (ctl_fakenet.h), part one: the quorum rule,
  * forming groups of 1 to 7 members (embedded and daemon), formation timeouts, and frames sent by
  * hand (probes, a stale incarnation). Faults are in test_ctl_sm_fail.c, partitions in

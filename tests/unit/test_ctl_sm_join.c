@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Membership state machines on a fake network, part four: joins (restarts with a new incarnation,
  * catch-up members, joins racing failures), leaving on purpose, and the op boundaries and fence of
  * each change.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Membership state machines on a fake network, part three: partitions. The side with a quorum of
  * the epoch (more than half, or exactly half with the lowest id) goes on without the others; the
  * other side ends LOST and says why; healing changes nothing.

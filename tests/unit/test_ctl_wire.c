@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the membership wire codec (control/wire.c): round trips of every frame type,
  * every header and body rule on decode, truncation and trailing bytes, member capacity, the
  * same rules on encode (group ids and names: test_ctl_wire_names.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Control wire names and ids: the group id hash and the printable names of message types,
  * refusal codes and kinds of evidence. */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tests of the data plane (collectives/dp*.c), 2 to 4 members in this process over 127.0.0.1,
  * one thread each: tags, addresses, exchanges small and large, many tags posted late, stale and
  * abandoned frames, dp_run's check. Failures are in test_dp_faults.c.

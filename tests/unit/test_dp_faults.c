@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tests of the data plane under faults: a peer's dp destroyed mid-transfer, dp_abort from
  * another thread, strangers and refused HELLOs, members not yet in the epoch, peers not yet
  * listening or never, new incarnations.

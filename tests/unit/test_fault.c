@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the named fault points (FTCC_FAULT): what parses and what does not, that a
  * point that does not match does nothing, and, in forked children, that a match exits, kills or
  * stops the process once per spec.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the logger: level filtering, what a sink receives, the stderr line format,
  * errno preservation and whole lines under concurrent logging.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the reduction kernels (collectives/reduce*.c): every type and operator against a
  * reference computed here independently (floats decoded and rounded by plain arithmetic in
  * float64, integers exactly), fp8 exhaustively, special values, vector tails and unaligned

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The resume decision (collectives/resume.c): which attempt a reopened op finishes from, who
  * provides each missing chunk, when it runs again, and the reports' wire form.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the FTCC_* settings table: defaults, strict parsing at every range edge,
  * rejection of malformed values, re-reading the environment and the side effects of load.
  */

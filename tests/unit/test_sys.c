@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the syscall wrappers: socket flags, MSG_NOSIGNAL, EAGAIN passed through,
  * EINTR retried, errno kept, and FTCC_INJECT counts consumed exactly.
  */

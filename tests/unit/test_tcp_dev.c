@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the TCP device layer: interface filter, discovery against this host's own
  * getifaddrs view, sysfs/hwloc topology agreement, hwloc unloading and thread binding.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tests of the TCP transport through its ops table, both ends in this process over lo:
  * lifecycle (init/fini refcount and threads), devices, connection set-up, refusals and misuse.
  * Requests are tested in test_tcp_transport_reqs.c, messages in test_tcp_transport_msgs.c,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fault tests of the TCP transport without root: FTCC_INJECT fails syscall wrappers in the
  * middle of a message stream (sender data sockets, receiver data sockets, control sockets,
  * and the redial itself). The connection must be restored: every message arrives exactly

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Message tests of the TCP transport, both ends in this process over lo: single and grouped
  * receives matched by tag, larger and smaller posted buffers, empty messages, ordering and
  * content over long mixed-size streams, and messages split across 1, 4 and 16 data sockets.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Request tests of the TCP transport, both ends in this process over lo: in-flight limits
  * (NULL request, never an error), small sends copied and done at once, closing with requests
  * in flight, and pending sends failing when the peer closes.

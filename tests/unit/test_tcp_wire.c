@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the TCP wire format, part one: listen handles, hellos and socket addresses
  * (round trips, every validation rule, IPv4 and IPv6 conversions and their string forms).
  * Chunk headers and control frames are in test_tcp_wire_frames.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the TCP wire format, part two: data chunk headers and control frames (round
  * trips, bounds, unknown types, wrong lengths, partial headers, and a stream of frames parsed
  * the way the control reader parses it).

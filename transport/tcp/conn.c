@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Connection lifecycle: allocation, dialing, attaching accepted sockets, faults, timers.
  *
  * A fault (reset, EOF, I/O error) on a live connection is first treated as transient: the

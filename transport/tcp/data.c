@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Byte movement on one connection: the control socket (frames) and the data sockets
  * (message chunks). Large messages go straight from the sender's buffer to the socket and
  * from the socket into the receiver's posted buffer; a receiver reads a chunk's payload only

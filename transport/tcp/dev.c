@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP devices: interface filter, discovery, sysfs topology and thread binding.
  *
  * Owns the NCCL_SOCKET_IFNAME-style filter and the sysfs side of topology; the hwloc side

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The TCP engine: process-wide progress thread (epoll), the per-device listening sockets,
  * and the lists of every connection and half-open incoming socket. The thread also frees
  * closed connections, so no object is freed while an epoll batch may still point at it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Incoming sockets on the engine's listeners: read the fixed-size hello (never more), check
  * it, and hand the socket to a new or existing connection. A stranger, garbage, a foreign
  * version, another communicator or a stale incarnation is refused with one log line and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Run-time binding to libhwloc for the TCP device layer.
  *
  * Owns the dlopen handle, the entry points taken with dlsym and the process's one topology.

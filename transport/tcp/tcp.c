@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The TCP transport's ops table: listen, connect, accept, post, test and close, over the
  * engine (engine.c), the connection lifecycle (conn.c) and the data path (data.c).
  */

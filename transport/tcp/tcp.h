@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Internal structures of the TCP transport, shared by its files only.
  *
  * One engine per process (refcounted by init/fini) owns an epoll progress thread, one

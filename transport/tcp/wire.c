@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP wire format: encoding and validating decoding of handles, hellos, control frames and
  * chunk headers. Pure functions, no I/O; every byte from the network is checked here.
  */

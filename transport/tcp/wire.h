@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP wire format: the listen handle, the hello that opens every socket, control frames and
  * data chunk headers. All integers little-endian, every field validated on decode. This is
  * the only code that parses bytes from the network; the fuzz target drives all of it.
