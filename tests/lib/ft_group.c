@@ -658,6 +658,12 @@ int64_t ft_group_settle(struct ft_group *g, uint32_t who, int timeout_ms)
 	return last;
 }
 
+void ft_group_stop(struct ft_group *g, int i)
+{
+	if (g->sh && i >= 0 && i < g->n && g->run[i] >= 0)
+		atomic_store(&g->sh->run[g->run[i]].stop, 1);
+}
+
 int ft_group_wait_created(const struct ft_group *g, uint32_t who, int timeout_ms)
 {
 	int64_t deadline = chaos_now_ns() + (int64_t)timeout_ms * 1000000;

@@ -211,6 +211,9 @@ int64_t ft_group_wait_exit(struct ft_group *g, int i, int timeout_ms, int *statu
 /* Asks member @i to call ftcc_comm_abort() (from a second thread, with its op in flight) and waits
  * up to @timeout_ms until it returned. The time the flag was set, or 0 at the deadline. */
 int64_t ft_group_abort(struct ft_group *g, int i, int timeout_ms);
+/* Asks member @i's process to end its script, destroy its communicator and exit 0 (then
+ * ft_group_wait_exit()). */
+void ft_group_stop(struct ft_group *g, int i);
 /* Asks member @i to call ftcc_comm_ready() before its next op. */
 void ft_group_ready(struct ft_group *g, int i);
 /* Lets every member run the ops numbered below @limit (never lowers it). A member whose next op
