@@ -288,8 +288,10 @@ void coord_remove(struct ctl_coord *c, uint32_t id, int death, const char *why, 
 	s->remove = 1;
 	s->remove_death = death;
 	snprintf(s->why, sizeof(s->why), "%s", why);
-	ftcc_log(FTCC_LOG_INFO, "control: group %s: member %u to be removed: %s", c->cfg.group, id,
-		 why);
+	/* A member that left said so itself (and warned if it gave up); removing one that did not
+	 * leave is what an operator must see. */
+	ftcc_log(s->gone ? FTCC_LOG_INFO : FTCC_LOG_WARN,
+		 "control: group %s: member %u to be removed: %s", c->cfg.group, id, why);
 	/* A stayer of the open proposal is gone: that proposal can never commit. */
 	if (c->prop_epoch && s->in_prop) {
 		c->prop_epoch = 0;
@@ -472,6 +474,7 @@ void coord_commit(struct ctl_coord *c, uint64_t now)
 			}
 			s->state = SLOT_EMPTY;
 			s->gone_epoch = c->prop_epoch;
+			s->gone_at = now;
 			s->gone_inc = s->rec.incarnation;
 			s->remove = 0;
 			s->remove_death = 0;

@@ -42,6 +42,7 @@ struct coord_slot {
 	int probing;  /* a probe of its listening port is out (for probe_inc) */
 	uint64_t probe_inc;	/* the incarnation the probe is about */
 	uint64_t gone_epoch;	/* removed at this epoch (for the stale refusal text) */
+	uint64_t gone_at;	/* when that epoch committed (the status says how long ago) */
 	uint64_t gone_inc;	/* incarnation that was removed */
 	uint64_t silence_since; /* first SILENCE suspicion against it, 0 none */
 	uint32_t silence_by;	/* who reported it */

@@ -508,6 +508,13 @@ size_t ctl_coord_status(const struct ctl_coord *c, char *buf, size_t len, uint64
 			    now - s->last_rx, s->done_op, s->next_op,
 			    s->remove ? " (being removed)" : "");
 		}
+		if (s->state != SLOT_IN && s->gone_epoch) {
+			put(buf, len, &off,
+			    "  removed %u incarnation %016" PRIx64 " at epoch %" PRIu64 " %" PRIu64
+			    " ms ago: %s\n",
+			    i, s->gone_inc, s->gone_epoch, now > s->gone_at ? now - s->gone_at : 0,
+			    s->why);
+		}
 		if (s->join) {
 			put(buf, len, &off,
 			    "  join %u incarnation %016" PRIx64 "%s last-heartbeat-ms %" PRIu64

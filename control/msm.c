@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* One member's side of the membership protocol as a pure state machine: reaching the
  * coordinator, following its epochs, heartbeats, the proposal fence, losing the coordinator
- * and finding (or becoming) its successor. See include/ftcc/ctl_sm.h.
- */
+ * and finding (or becoming) its successor. See include/ftcc/ctl_sm.h. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -658,10 +657,14 @@ void ctl_msm_tick(struct ctl_msm *s, uint64_t now)
 	}
 	if (s->state != CTL_M_ACTIVE && now > s->deadline) {
 		if (s->state == CTL_M_SEARCH) {
+			char who[32] = "the daemon"; /* which no member replaces */
+
+			if (!s->cfg.daemon)
+				snprintf(who, sizeof(who), "member %u", s->lost);
 			set_reason(s,
-				   "lost the coordinator of group %s (member %u) and found no "
-				   "successor with a majority within %" PRIu64 " ms",
-				   s->cfg.group, s->lost, 3 * s->cfg.timeout_ms);
+				   "lost the coordinator of group %s (%s) and found neither it nor "
+				   "a successor with a majority within %" PRIu64 " ms",
+				   s->cfg.group, who, 3 * s->cfg.timeout_ms);
 		} else {
 			set_reason(s, "could not %s group %s within %" PRIu64 " ms",
 				   s->state == CTL_M_JOINING ? "join" : "form", s->cfg.group,

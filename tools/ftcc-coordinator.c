@@ -19,7 +19,7 @@
 #include "ftcc/ctl.h"
 #include "ftcc/settings.h"
 
-#define DEFAULT_LISTEN "0.0.0.0:29500"
+#define DEFAULT_LISTEN "0.0.0.0:29650" /* not torchrun's 29500 nor its rendezvous's 29400 */
 #define STATUS_TIMEOUT_MS 5000
 
 static void usage(FILE *out, const char *argv0)

@@ -535,4 +535,39 @@ Test(ctl_daemon, three_groups_kill_one_member)
 			     "status does not show group %s at epoch %ld:\n%s", grp[k].name, want,
 			     status);
 	}
+	/* The removed member is listed, with its epoch and its reason. */
+	cr_expect(strstr(status, "removed 1 incarnation") && strstr(status, "at epoch 2"),
+		  "status does not list the removed member:\n%s", status);
+}
+
+/* The daemon is a single point of failure for the groups it serves, within a bound: killed, its
+ * members keep the committed epoch, look for it every heartbeat, and end LOST (saying why) after
+ * three failure timeouts; none of them hangs. The README says so. */
+Test(ctl_daemon, daemon_killed_members_end_lost_in_bound)
+{
+	struct ctl_group_state st;
+	int64_t t;
+
+	cr_assert_eq(ctl_group_daemon_start(&dmn, 5000), 0, "no daemon");
+	{
+		struct ctl_group_opts o = { .coordinator = dmn.spec };
+
+		cr_assert_eq(ctl_group_start(&grp[0], "daemon-dies", 3, &o), 0);
+	}
+	cr_assert_eq(ctl_group_wait_view(&grp[0], ids_all(3), ids_all(3), 1, FORM_MS), 0,
+		     "the group did not form:\n%s", describe(&grp[0]));
+	t = chaos_now_ns();
+	chaos_kill(dmn.pid);
+	for (int i = 0; i < 3; i++) {
+		int final = ctl_group_wait_final(&grp[0], i, RESUME_BOUND_MS + GRACE_MS);
+		double ms = chaos_ms(t, chaos_now_ns());
+
+		cr_expect_eq(final, CTL_M_LOST, "member %d: state %d after the daemon died:\n%s", i,
+			     final, describe(&grp[0]));
+		ctl_group_state(&grp[0], i, &st);
+		chaos_report("ctl: daemon killed: member %d LOST after %.0f ms: %s", i, ms,
+			     st.reason);
+		cr_expect_leq(ms, RESUME_BOUND_MS, "member %d ended after %.0f ms", i, ms);
+		cr_expect(st.reason[0] != '\0', "member %d ended with no reason", i);
+	}
 }

@@ -362,8 +362,9 @@ Test(ctl_sm, link_report_gives_a_retry_epoch)
 	fn_free(fn);
 }
 
-/* The coordinator's WARN naming the two ends of the cut link (kept from the test's thread). */
-static char cut_warn[512];
+/* The coordinator's WARN lines naming the two ends of the cut link and the removal (kept from
+ * the test's thread). */
+static char cut_warn[512], removal_warn[512];
 
 static void cut_warn_sink(enum ftcc_log_level level, const char *file, int line, const char *msg)
 {
@@ -371,6 +372,9 @@ static void cut_warn_sink(enum ftcc_log_level level, const char *file, int line,
 	(void)line;
 	if (level == FTCC_LOG_WARN && strstr(msg, "cannot exchange data")) {
 		snprintf(cut_warn, sizeof(cut_warn), "%s", msg);
+	}
+	if (level == FTCC_LOG_WARN && strstr(msg, "to be removed")) {
+		snprintf(removal_warn, sizeof(removal_warn), "%s", msg);
 	}
 }
 
@@ -382,7 +386,7 @@ Test(ctl_sm, cut_between_live_members_removes_exactly_one)
 	struct fn *fn = formed(4);
 	uint64_t t = fn_now(fn);
 
-	cut_warn[0] = '\0';
+	cut_warn[0] = removal_warn[0] = '\0';
 	ftcc_log_set_sink(cut_warn_sink);
 
 	fn_suspect(fn, 1, 2, CTL_EV_CUT);
@@ -394,6 +398,17 @@ Test(ctl_sm, cut_between_live_members_removes_exactly_one)
 	cr_expect(strstr(cut_warn, "members 1 and 2 are both alive") != NULL, "WARN: \"%s\"",
 		  cut_warn);
 	cr_expect(strstr(cut_warn, "removing member 2") != NULL, "WARN: \"%s\"", cut_warn);
+	cr_expect(strstr(removal_warn, "member 2 to be removed") != NULL, "WARN: \"%s\"",
+		  removal_warn);
+	/* The coordinator's status names the removed member, when and why. */
+	{
+		char status[4096];
+
+		ctl_coord_status(fn_coord(fn, 0), status, sizeof(status), fn_now(fn));
+		cr_expect(strstr(status, "removed 2 incarnation") && strstr(status, "at epoch 2") &&
+				  strstr(status, "ms ago: its data links"),
+			  "status:\n%s", status);
+	}
 	cr_expect_eq(fn_state(fn, 2), CTL_M_REMOVED);
 	for (int k = 0; k < 4; k++) {
 		if (k != 2) {
