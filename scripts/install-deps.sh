@@ -2,16 +2,23 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Installs what building and testing ftcc needs on Debian 12. Idempotent: does nothing (and
 # needs no network) when every package is already installed.
+#
+#   scripts/install-deps.sh          the build and every test (scripts/test.sh)
+#   scripts/install-deps.sh --demo   the build only (scripts/demo.sh)
 set -euo pipefail
 
 PACKAGES=(
 	build-essential cmake pkg-config   # the build
-	libcriterion-dev                   # unit, abi and chaos tests
 	libhwloc-dev hwloc                 # NIC topology (header at build time; dlopen'ed at run)
-	iperf3 nftables iproute2           # chaos tests: baselines, dropped links, netns
-	clang libclang-rt-14-dev           # libFuzzer targets
-	clang-format                       # style check
 )
+if [ "${1:-}" != "--demo" ]; then
+	PACKAGES+=(
+		libcriterion-dev           # unit, abi and chaos tests
+		iperf3 nftables iproute2   # chaos tests: baselines, dropped links, netns
+		clang libclang-rt-14-dev   # libFuzzer targets
+		clang-format               # style check
+	)
+fi
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

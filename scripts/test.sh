@@ -220,6 +220,7 @@ step "clang-format" check_format
 step "README settings table" bash scripts/check-readme-settings.sh build
 step "README example compiles" check_readme_example build
 step "SPDX license lines" bash scripts/check-spdx.sh
+step "install, pkg-config, find_package, .deb" bash scripts/check-install.sh build
 
 if [ "$QUICK" = 1 ]; then
 	skip "sanitizer and fuzz builds" "FTCC_TEST_QUICK=1"
