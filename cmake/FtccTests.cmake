@@ -46,6 +46,6 @@ foreach(kind abi chaos mproc hw)
 	# These drive the plug-in through the NCCL ABI declared in plugin/nccl/.
 	target_include_directories(test_${kind} PRIVATE ${CMAKE_SOURCE_DIR}/plugin)
 	target_compile_definitions(test_${kind} PRIVATE
-		FTCC_PLUGIN_PATH="$<TARGET_FILE:ftcc_plugin>")
+		FTCC_PLUGIN_PATH="$<TARGET_FILE:ftcc_plugin>" FTCC_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 	add_dependencies(test_${kind} ftcc_plugin)
 endforeach()

@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "collnet.h"
+#include "collnet_comm.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -40,9 +41,6 @@
 #define CN_REQ_MAGIC 0x7243434eu    /* "NCCr" */
 #define CN_MR_MAGIC 0x6d43434eu	    /* "NCCm" */
 
-/* Requests one collComm holds at once; NCCL keeps at most NCCL_STEPS (8) per channel in
- * flight. When every slot is taken, iallreduce answers "retry" (a NULL request). */
-#define CN_MAX_REQS 512
 /* Polling period of connect's confirmation op. */
 #define CN_CONFIRM_POLL_NS 200000
 /* The least time the confirmation op gets, whatever is left of the connect bound. */
@@ -66,33 +64,6 @@ struct cn_mr {
 	uint32_t magic;
 	void *data;
 	size_t size;
-};
-
-struct cn_comm;
-
-struct cn_req {
-	uint32_t magic; /* CN_REQ_MAGIC while in flight, 0 when free */
-	struct cn_comm *cc;
-	ftcc_request_t *r;
-	size_t bytes;
-	int next_free;
-};
-
-struct cn_comm {
-	uint32_t magic;
-	ftcc_comm_t *comm;
-	uint32_t nnodes, rank;
-	char group[32];
-	int64_t min_nodes;
-	char (*addrs)[64]; /* each node's control address, for log lines */
-
-	pthread_mutex_t mu; /* the request slots and the membership seen */
-	int free_head;
-	ncclResult_t failed; /* sticky: the group can no longer make progress */
-	uint64_t seen_epoch;
-	uint8_t *alive;	   /* nnodes flags: member of the newest epoch seen */
-	uint32_t *members; /* nnodes: scratch for views */
-	struct cn_req reqs[CN_MAX_REQS];
 };
 
 /* Every ctx, listen comm, collComm and memory handle handed to NCCL, so that a second close,
@@ -341,6 +312,8 @@ static void cn_comm_free(struct cn_comm *cc)
 	free(cc->addrs);
 	free(cc->alive);
 	free(cc->members);
+	free(cc->lost_epoch);
+	free(cc->lost_ms);
 	free(cc);
 }
 
@@ -354,7 +327,9 @@ static struct cn_comm *cn_comm_alloc(uint32_t n)
 	cc->addrs = calloc(n, sizeof(*cc->addrs));
 	cc->alive = calloc(n, 1);
 	cc->members = calloc(n, sizeof(*cc->members));
-	if (!cc->addrs || !cc->alive || !cc->members) {
+	cc->lost_epoch = calloc(n, sizeof(*cc->lost_epoch));
+	cc->lost_ms = calloc(n, sizeof(*cc->lost_ms));
+	if (!cc->addrs || !cc->alive || !cc->members || !cc->lost_epoch || !cc->lost_ms) {
 		cn_comm_free(cc);
 		return NULL;
 	}
@@ -504,6 +479,7 @@ ncclResult_t collnet_connect(void *handles[], int nranks, int rank, void *listen
 		return plugin_result(-ENOMEM, "collnet connect");
 	}
 	cc->magic = CN_COMM_MAGIC;
+	cn_status_publish(cc, "running", NULL);
 	ftcc_info("CollNet: node %d of %d in group %s (epoch %" PRIu64 "), connected in %.1f ms",
 		  rank, nranks, cc->group, cc->seen_epoch, (double)(cn_now_ns() - t0) / 1e6);
 	*coll_comm = cc;
@@ -520,6 +496,8 @@ ncclResult_t collnet_close_coll(void *coll_comm)
 	cc->magic = 0;
 	/* Bounded whatever the peers do; frees the requests NCCL will never test again. */
 	ftcc_comm_destroy(cc->comm);
+	cn_status_publish(cc, cc->failed ? "failed" : "closed",
+			  cc->failed ? "failed before it was closed" : NULL);
 	ftcc_info("CollNet: node %u left group %s (closed in %.1f ms)", cc->rank, cc->group,
 		  (double)(cn_now_ns() - t0) / 1e6);
 	cn_comm_free(cc);
@@ -638,6 +616,7 @@ ncclResult_t collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t 
 		ftcc_comm_abort(cc->comm);
 		pthread_mutex_lock(&cc->mu);
 		cc->failed = rc == FTCC_ERR_NOMEM ? ncclSystemError : ncclRemoteError;
+		cn_status_publish(cc, "failed", ftcc_strerror(rc));
 		pthread_mutex_unlock(&cc->mu);
 		return rc == FTCC_ERR_NOMEM ? ncclSystemError : ncclRemoteError;
 	}
@@ -650,41 +629,6 @@ ncclResult_t collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t 
 	return ncclSuccess;
 }
 
-/* Says once, in a WARN, which nodes left the group since the last epoch seen. Caller holds
- * cc->mu. */
-static void cn_note_epoch(struct cn_comm *cc, const struct ftcc_record *rec)
-{
-	struct ftcc_view v;
-	uint8_t now[FTCC_MAX_MEMBERS / 8] = { 0 };
-
-	if (rec->epoch <= cc->seen_epoch)
-		return;
-	if (ftcc_comm_view(cc->comm, &v, cc->members, cc->nnodes) || v.epoch <= cc->seen_epoch)
-		return;
-	for (uint32_t i = 0; i < v.nmembers && i < cc->nnodes; i++) {
-		if (cc->members[i] < cc->nnodes)
-			now[cc->members[i] / 8] |= (uint8_t)(1u << (cc->members[i] % 8));
-	}
-	for (uint32_t id = 0; id < cc->nnodes; id++) {
-		int in = now[id / 8] >> (id % 8) & 1;
-
-		if (cc->alive[id] && !in) {
-			ftcc_warn(
-				"CollNet group %s: node %u (%s) lost; continuing in epoch %" PRIu64
-				" with %u of %u nodes (op %" PRIu64 ": input of %u nodes, scale "
-				"%g, FTCC_DEGRADED=%s)",
-				cc->group, id, cc->addrs[id], v.epoch, v.nmembers, cc->nnodes,
-				rec->seq, rec->ncontrib, rec->scale,
-				ftcc_setting_str(FTCC_SET_DEGRADED));
-		} else if (!cc->alive[id] && in) {
-			ftcc_info("CollNet group %s: node %u (%s) is back in epoch %" PRIu64,
-				  cc->group, id, cc->addrs[id], v.epoch);
-		}
-		cc->alive[id] = (uint8_t)in;
-	}
-	cc->seen_epoch = v.epoch;
-}
-
 ncclResult_t collnet_test(void *request, int *done, int *size)
 {
 	struct cn_req *q = request;
@@ -692,6 +636,7 @@ ncclResult_t collnet_test(void *request, int *done, int *size)
 	struct ftcc_record rec;
 	ncclResult_t res = ncclSuccess;
 	size_t bytes;
+	ncclResult_t was_failed;
 	int fin = 0, rc;
 
 	if (!q || q->magic != CN_REQ_MAGIC || !done)
@@ -703,6 +648,7 @@ ncclResult_t collnet_test(void *request, int *done, int *size)
 		return ncclSuccess;
 	bytes = q->bytes;
 	pthread_mutex_lock(&cc->mu);
+	was_failed = cc->failed;
 	q->magic = 0;
 	q->r = NULL;
 	q->next_free = cc->free_head;
@@ -735,6 +681,11 @@ ncclResult_t collnet_test(void *request, int *done, int *size)
 			  cc->group, cc->rank, ftcc_strerror(rc), ftcc_comm_last_error(cc->comm));
 		cc->failed = res = ncclRemoteError;
 	}
+	if (cc->failed && !was_failed)
+		cn_status_publish(cc, "failed",
+				  rc == 0 || rc == FTCC_ERR_DEGRADED ?
+					  "too few nodes' input" :
+					  ftcc_comm_last_error(cc->comm));
 	pthread_mutex_unlock(&cc->mu);
 	if (size)
 		*size = bytes > INT32_MAX ? INT32_MAX : (int)bytes;

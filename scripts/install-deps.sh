@@ -17,6 +17,7 @@ if [ "${1:-}" != "--demo" ]; then
 		iperf3 nftables iproute2   # chaos tests: baselines, dropped links, netns
 		clang libclang-rt-14-dev   # libFuzzer targets
 		clang-format               # style check
+		python3                    # the status reader's tests (python/ftcc_status.py)
 	)
 fi
 

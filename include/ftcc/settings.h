@@ -46,6 +46,8 @@
 	  "ring pipeline segment: each ring step moves its chunk in pieces of this size")          \
 	X(COLLNET_MIN_NODES, INT, 1, 1, 1024,                                                      \
 	  "CollNet: an op whose result has fewer nodes' input fails with ncclRemoteError")         \
+	X(STATUS_DIR, STR, "", 0, 0,                                                               \
+	  "CollNet: directory where each node publishes its group's status file; empty = none")    \
 	X(FAULT, STR, "", 0, 0,                                                                    \
 	  "test-only: point:seq[:step[:action]] makes this process die at an engine phase")        \
 	X(INJECT, STR, "", 0, 0,                                                                   \

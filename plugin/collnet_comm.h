@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The collComm of the CollNet plug-in, shared by collnet.c (the tables) and collnet_status.c
+ * (what the node tells about its group: the WARN for a lost node, the status file). plugin/
+ * only.
+ */
+#ifndef FTCC_PLUGIN_COLLNET_COMM_H
+#define FTCC_PLUGIN_COLLNET_COMM_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ftcc.h"
+#include "plugin.h"
+
+/* Requests one collComm holds at once; NCCL keeps at most NCCL_STEPS (8) per channel in
+ * flight. When every slot is taken, iallreduce answers "retry" (a NULL request). */
+#define CN_MAX_REQS 512
+
+struct cn_comm;
+
+struct cn_req {
+	uint32_t magic; /* CN_REQ_MAGIC while in flight, 0 when free */
+	struct cn_comm *cc;
+	ftcc_request_t *r;
+	size_t bytes;
+	int next_free;
+};
+
+struct cn_comm {
+	uint32_t magic;
+	ftcc_comm_t *comm;
+	uint32_t nnodes, rank;
+	char group[32];
+	int64_t min_nodes;
+	char (*addrs)[64]; /* each node's control address, for log lines */
+
+	pthread_mutex_t mu; /* the request slots and the membership seen */
+	int free_head;
+	ncclResult_t failed; /* sticky: the group can no longer make progress */
+	uint64_t seen_epoch;
+	uint8_t *alive;	   /* nnodes flags: member of the newest epoch seen */
+	uint32_t *members; /* nnodes: scratch for views */
+	/* The status file (FTCC_STATUS_DIR), under mu. */
+	uint64_t *lost_epoch; /* nnodes: the epoch a node was first seen missing, 0 in */
+	int64_t *lost_ms;     /* nnodes: when (Unix time, ms) */
+	uint8_t last_contrib[FTCC_MAX_MEMBERS / 8]; /* contributors of the last op published */
+	uint64_t last_seq;			    /* that op */
+	uint32_t last_ncontrib;
+	int status_warned; /* one WARN when the file cannot be written */
+	struct cn_req reqs[CN_MAX_REQS];
+};
+
+/* Says once, in a WARN, which nodes left the group since the last epoch seen, and publishes
+ * the status when the membership or the contributor set changed. Caller holds cc->mu. */
+PLUGIN_HIDDEN void cn_note_epoch(struct cn_comm *cc, const struct ftcc_record *rec);
+/* Writes the status file of @cc (when FTCC_STATUS_DIR is set): @state is "running", "failed"
+ * or "closed", @why says why when failed (may be NULL). Caller holds cc->mu or owns cc. */
+PLUGIN_HIDDEN void cn_status_publish(struct cn_comm *cc, const char *state, const char *why);
+
+#endif

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* What a CollNet node tells about its group: one WARN per node lost, and, when FTCC_STATUS_DIR
+ * names a directory, a status file the training process can read without NCCL's help
+ * (python/ftcc_status.py reads it). The file is replaced whole (written aside, then renamed),
+ * so a reader never sees half of it, and only when something changed: the members, the
+ * contributor set of the ops, the state. It never costs the data path a write per op.
+ *
+ *   <dir>/ftcc-<group>-node<node>.status, lines of "key value":
+ *   format 1 | group G | node I | nodes N | state running|failed|closed | epoch E
+ *   members 0,1,3 | lost 2 epoch 3 at_ms T (one line per node missing) | last_op S
+ *   contributors 0,1,3 (of op S and of every later op until the next file) | updated_ms T
+ *   pid P | reason TEXT (when failed)
+ */
+#define _GNU_SOURCE
+#include "collnet_comm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ftcc/log.h"
+#include "ftcc/settings.h"
+
+#define CN_STATUS_MAX 16384
+
+static int64_t cn_unix_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Appends to @buf (NUL-terminated, @len bytes) at *@at; stops quietly when full. */
+__attribute__((format(printf, 4, 5))) static void cn_put(char *buf, size_t len, size_t *at,
+							 const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (*at + 1 >= len)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *at, len - *at, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*at += (size_t)n < len - *at ? (size_t)n : len - *at - 1;
+}
+
+/* "0,1,3" of the bits of @set below @n. */
+static void cn_put_set(char *buf, size_t len, size_t *at, const uint8_t *set, uint32_t n)
+{
+	int first = 1;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (set[i / 8] >> (i % 8) & 1) {
+			cn_put(buf, len, at, "%s%u", first ? "" : ",", i);
+			first = 0;
+		}
+	}
+}
+
+static int cn_write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+void cn_status_publish(struct cn_comm *cc, const char *state, const char *why)
+{
+	const char *dir = ftcc_setting_str(FTCC_SET_STATUS_DIR);
+	char path[512], tmp[544], *buf;
+	uint8_t alive[FTCC_MAX_MEMBERS / 8] = { 0 };
+	size_t at = 0;
+	int fd, rc;
+
+	if (!dir || !dir[0])
+		return;
+	buf = malloc(CN_STATUS_MAX);
+	if (!buf)
+		return;
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < cc->nnodes; i++)
+		alive[i / 8] |= (uint8_t)(!!cc->alive[i] << (i % 8));
+	cn_put(buf, CN_STATUS_MAX, &at, "format 1\ngroup %s\nnode %u\nnodes %u\nstate %s\n",
+	       cc->group, cc->rank, cc->nnodes, state);
+	cn_put(buf, CN_STATUS_MAX, &at, "epoch %" PRIu64 "\nmembers ", cc->seen_epoch);
+	cn_put_set(buf, CN_STATUS_MAX, &at, alive, cc->nnodes);
+	cn_put(buf, CN_STATUS_MAX, &at, "\n");
+	for (uint32_t i = 0; i < cc->nnodes; i++) {
+		if (cc->lost_epoch[i])
+			cn_put(buf, CN_STATUS_MAX, &at,
+			       "lost %u epoch %" PRIu64 " at_ms %" PRId64 "\n", i,
+			       cc->lost_epoch[i], cc->lost_ms[i]);
+	}
+	if (cc->last_ncontrib) {
+		cn_put(buf, CN_STATUS_MAX, &at, "last_op %" PRIu64 "\ncontributors ", cc->last_seq);
+		cn_put_set(buf, CN_STATUS_MAX, &at, cc->last_contrib, cc->nnodes);
+		cn_put(buf, CN_STATUS_MAX, &at, "\n");
+	}
+	cn_put(buf, CN_STATUS_MAX, &at, "updated_ms %" PRId64 "\npid %d\n", cn_unix_ms(),
+	       (int)getpid());
+	if (why && why[0])
+		cn_put(buf, CN_STATUS_MAX, &at, "reason %s\n", why);
+	snprintf(path, sizeof(path), "%s/ftcc-%s-node%u.status", dir, cc->group, cc->rank);
+	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	rc = fd < 0 ? -1 : cn_write_all(fd, buf, at);
+	if (fd >= 0 && close(fd) < 0)
+		rc = -1;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -1;
+	if (rc) {
+		if (!cc->status_warned)
+			ftcc_warn("CollNet group %s: cannot write the status file %s: %m "
+				  "(FTCC_STATUS_DIR=%s); going on without it",
+				  cc->group, path, dir);
+		cc->status_warned = 1;
+		if (fd >= 0)
+			unlink(tmp);
+	}
+	free(buf);
+}
+
+void cn_note_epoch(struct cn_comm *cc, const struct ftcc_record *rec)
+{
+	struct ftcc_view v;
+	uint8_t now[FTCC_MAX_MEMBERS / 8] = { 0 };
+	int changed = 0;
+
+	if (rec->ncontrib != cc->last_ncontrib ||
+	    memcmp(rec->contrib, cc->last_contrib, sizeof(cc->last_contrib)) != 0) {
+		memcpy(cc->last_contrib, rec->contrib, sizeof(cc->last_contrib));
+		cc->last_ncontrib = rec->ncontrib;
+		cc->last_seq = rec->seq;
+		changed = 1;
+	}
+	if (rec->epoch <= cc->seen_epoch || ftcc_comm_view(cc->comm, &v, cc->members, cc->nnodes) ||
+	    v.epoch <= cc->seen_epoch) {
+		if (changed)
+			cn_status_publish(cc, "running", NULL);
+		return;
+	}
+	for (uint32_t i = 0; i < v.nmembers && i < cc->nnodes; i++) {
+		if (cc->members[i] < cc->nnodes)
+			now[cc->members[i] / 8] |= (uint8_t)(1u << (cc->members[i] % 8));
+	}
+	for (uint32_t id = 0; id < cc->nnodes; id++) {
+		int in = now[id / 8] >> (id % 8) & 1;
+
+		if (cc->alive[id] && !in) {
+			ftcc_warn(
+				"CollNet group %s: node %u (%s) lost; continuing in epoch %" PRIu64
+				" with %u of %u nodes (op %" PRIu64 ": input of %u nodes, scale "
+				"%g, FTCC_DEGRADED=%s)",
+				cc->group, id, cc->addrs[id], v.epoch, v.nmembers, cc->nnodes,
+				rec->seq, rec->ncontrib, rec->scale,
+				ftcc_setting_str(FTCC_SET_DEGRADED));
+			cc->lost_epoch[id] = v.epoch;
+			cc->lost_ms[id] = cn_unix_ms();
+		} else if (!cc->alive[id] && in) {
+			ftcc_info("CollNet group %s: node %u (%s) is back in epoch %" PRIu64,
+				  cc->group, id, cc->addrs[id], v.epoch);
+			cc->lost_epoch[id] = 0;
+			cc->lost_ms[id] = 0;
+		}
+		cc->alive[id] = (uint8_t)in;
+	}
+	cc->seen_epoch = v.epoch;
+	cn_status_publish(cc, "running", NULL);
+}
