@@ -22,7 +22,8 @@ def after_step(status_dir, node, step, save_every=100):
     mine = [s for s in ftcc_status.read_dir(status_dir) if s["node"] == node]
     if not mine:
         return "no status for node %d (is FTCC_STATUS_DIR set for the job?)" % node
-    s = mine[-1]
+    # Files of earlier jobs stay in the directory: the newest file of this node is this job's.
+    s = max(mine, key=lambda st: st["updated_ms"])
     if s["state"] != "running":
         return "group %s is %s: %s; restart the job" % (s["group"], s["state"], s["reason"])
     notes = []

@@ -309,6 +309,8 @@ ncclResult_t collnet_close_listen(void *listen_comm)
 static void cn_comm_free(struct cn_comm *cc)
 {
 	pthread_mutex_destroy(&cc->mu);
+	pthread_mutex_destroy(&cc->status_mu);
+	free(cc->status_pending);
 	free(cc->addrs);
 	free(cc->alive);
 	free(cc->members);
@@ -324,6 +326,7 @@ static struct cn_comm *cn_comm_alloc(uint32_t n)
 	if (!cc)
 		return NULL;
 	pthread_mutex_init(&cc->mu, NULL);
+	pthread_mutex_init(&cc->status_mu, NULL);
 	cc->addrs = calloc(n, sizeof(*cc->addrs));
 	cc->alive = calloc(n, 1);
 	cc->members = calloc(n, sizeof(*cc->members));
@@ -479,7 +482,8 @@ ncclResult_t collnet_connect(void *handles[], int nranks, int rank, void *listen
 		return plugin_result(-ENOMEM, "collnet connect");
 	}
 	cc->magic = CN_COMM_MAGIC;
-	cn_status_publish(cc, "running", NULL);
+	cn_status_mark(cc, "running");
+	cn_status_flush(cc);
 	ftcc_info("CollNet: node %d of %d in group %s (epoch %" PRIu64 "), connected in %.1f ms",
 		  rank, nranks, cc->group, cc->seen_epoch, (double)(cn_now_ns() - t0) / 1e6);
 	*coll_comm = cc;
@@ -496,8 +500,8 @@ ncclResult_t collnet_close_coll(void *coll_comm)
 	cc->magic = 0;
 	/* Bounded whatever the peers do; frees the requests NCCL will never test again. */
 	ftcc_comm_destroy(cc->comm);
-	cn_status_publish(cc, cc->failed ? "failed" : "closed",
-			  cc->failed ? "failed before it was closed" : NULL);
+	cn_status_mark(cc, cc->failed ? "failed" : "closed");
+	cn_status_flush(cc);
 	ftcc_info("CollNet: node %u left group %s (closed in %.1f ms)", cc->rank, cc->group,
 		  (double)(cn_now_ns() - t0) / 1e6);
 	cn_comm_free(cc);
@@ -616,8 +620,11 @@ ncclResult_t collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t 
 		ftcc_comm_abort(cc->comm);
 		pthread_mutex_lock(&cc->mu);
 		cc->failed = rc == FTCC_ERR_NOMEM ? ncclSystemError : ncclRemoteError;
-		cn_status_publish(cc, "failed", ftcc_strerror(rc));
+		snprintf(cc->fail_why, sizeof(cc->fail_why), "could not start an op: %s",
+			 ftcc_strerror(rc));
+		cn_status_mark(cc, "failed");
 		pthread_mutex_unlock(&cc->mu);
+		cn_status_flush(cc);
 		return rc == FTCC_ERR_NOMEM ? ncclSystemError : ncclRemoteError;
 	}
 	q = &cc->reqs[slot];
@@ -681,12 +688,19 @@ ncclResult_t collnet_test(void *request, int *done, int *size)
 			  cc->group, cc->rank, ftcc_strerror(rc), ftcc_comm_last_error(cc->comm));
 		cc->failed = res = ncclRemoteError;
 	}
-	if (cc->failed && !was_failed)
-		cn_status_publish(cc, "failed",
-				  rc == 0 || rc == FTCC_ERR_DEGRADED ?
-					  "too few nodes' input" :
-					  ftcc_comm_last_error(cc->comm));
+	if (cc->failed && !was_failed) {
+		if (rc == 0 || rc == FTCC_ERR_DEGRADED)
+			snprintf(cc->fail_why, sizeof(cc->fail_why),
+				 "op %" PRIu64 " has the input of %u nodes, fewer than "
+				 "FTCC_COLLNET_MIN_NODES",
+				 rec.seq, rec.ncontrib);
+		else
+			snprintf(cc->fail_why, sizeof(cc->fail_why), "%s: %s", ftcc_strerror(rc),
+				 ftcc_comm_last_error(cc->comm));
+		cn_status_mark(cc, "failed");
+	}
 	pthread_mutex_unlock(&cc->mu);
+	cn_status_flush(cc);
 	if (size)
 		*size = bytes > INT32_MAX ? INT32_MAX : (int)bytes;
 	return res;

@@ -41,21 +41,29 @@ struct cn_comm {
 	uint64_t seen_epoch;
 	uint8_t *alive;	   /* nnodes flags: member of the newest epoch seen */
 	uint32_t *members; /* nnodes: scratch for views */
-	/* The status file (FTCC_STATUS_DIR), under mu. */
+	/* The status file (FTCC_STATUS_DIR): what it says, under mu. */
 	uint64_t *lost_epoch; /* nnodes: the epoch a node was first seen missing, 0 in */
 	int64_t *lost_ms;     /* nnodes: when (Unix time, ms) */
 	uint8_t last_contrib[FTCC_MAX_MEMBERS / 8]; /* contributors of the last op published */
 	uint64_t last_seq;			    /* that op */
 	uint32_t last_ncontrib;
-	int status_warned; /* one WARN when the file cannot be written */
+	char fail_why[160];	   /* why this node failed (cc->failed), for the file */
+	char *status_pending;	   /* the newest text not yet written (owned), under mu */
+	_Atomic int status_dirty;  /* status_pending is set: the next flush writes it */
+	pthread_mutex_t status_mu; /* one writer at a time, taken without mu */
+	int status_warned;	   /* one WARN when the file cannot be written (status_mu) */
 	struct cn_req reqs[CN_MAX_REQS];
 };
 
-/* Says once, in a WARN, which nodes left the group since the last epoch seen, and publishes
- * the status when the membership or the contributor set changed. Caller holds cc->mu. */
+/* Says once, in a WARN, which nodes left the group since the last epoch seen, and renews the
+ * status when the membership or the contributor set changed. Caller holds cc->mu. */
 PLUGIN_HIDDEN void cn_note_epoch(struct cn_comm *cc, const struct ftcc_record *rec);
-/* Writes the status file of @cc (when FTCC_STATUS_DIR is set): @state is "running", "failed"
- * or "closed", @why says why when failed (may be NULL). Caller holds cc->mu or owns cc. */
-PLUGIN_HIDDEN void cn_status_publish(struct cn_comm *cc, const char *state, const char *why);
+/* Renews the status text of @cc (when FTCC_STATUS_DIR is set) for cn_status_flush(): @state is
+ * "running", "failed" (cc->fail_why says why) or "closed". Caller holds cc->mu. Formats only:
+ * no file system call under the lock. */
+PLUGIN_HIDDEN void cn_status_mark(struct cn_comm *cc, const char *state);
+/* Writes the newest status text, if one is pending, to the status file (written aside, then
+ * renamed). Caller does not hold cc->mu. Cheap when nothing is pending. */
+PLUGIN_HIDDEN void cn_status_flush(struct cn_comm *cc);
 
 #endif

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,8 +27,6 @@
 
 #include "ftcc/log.h"
 #include "ftcc/settings.h"
-
-#define CN_STATUS_MAX 16384
 
 static int64_t cn_unix_ms(void)
 {
@@ -81,60 +80,104 @@ static int cn_write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-void cn_status_publish(struct cn_comm *cc, const char *state, const char *why)
+void cn_status_mark(struct cn_comm *cc, const char *state)
 {
 	const char *dir = ftcc_setting_str(FTCC_SET_STATUS_DIR);
-	char path[512], tmp[544], *buf;
+	/* Every line fits: the sets take at most 5 bytes a node, a lost line about 60. */
+	size_t len = 1024 + sizeof(cc->fail_why) + (size_t)cc->nnodes * 80, at = 0;
 	uint8_t alive[FTCC_MAX_MEMBERS / 8] = { 0 };
-	size_t at = 0;
-	int fd, rc;
+	char *buf;
 
 	if (!dir || !dir[0])
 		return;
-	buf = malloc(CN_STATUS_MAX);
+	buf = malloc(len);
 	if (!buf)
-		return;
+		return; /* the next change tries again */
 	buf[0] = '\0';
 	for (uint32_t i = 0; i < cc->nnodes; i++)
 		alive[i / 8] |= (uint8_t)(!!cc->alive[i] << (i % 8));
-	cn_put(buf, CN_STATUS_MAX, &at, "format 1\ngroup %s\nnode %u\nnodes %u\nstate %s\n",
-	       cc->group, cc->rank, cc->nnodes, state);
-	cn_put(buf, CN_STATUS_MAX, &at, "epoch %" PRIu64 "\nmembers ", cc->seen_epoch);
-	cn_put_set(buf, CN_STATUS_MAX, &at, alive, cc->nnodes);
-	cn_put(buf, CN_STATUS_MAX, &at, "\n");
+	cn_put(buf, len, &at, "format 1\ngroup %s\nnode %u\nnodes %u\nstate %s\n", cc->group,
+	       cc->rank, cc->nnodes, state);
+	cn_put(buf, len, &at, "epoch %" PRIu64 "\nmembers ", cc->seen_epoch);
+	cn_put_set(buf, len, &at, alive, cc->nnodes);
+	cn_put(buf, len, &at, "\n");
 	for (uint32_t i = 0; i < cc->nnodes; i++) {
 		if (cc->lost_epoch[i])
-			cn_put(buf, CN_STATUS_MAX, &at,
-			       "lost %u epoch %" PRIu64 " at_ms %" PRId64 "\n", i,
+			cn_put(buf, len, &at, "lost %u epoch %" PRIu64 " at_ms %" PRId64 "\n", i,
 			       cc->lost_epoch[i], cc->lost_ms[i]);
 	}
 	if (cc->last_ncontrib) {
-		cn_put(buf, CN_STATUS_MAX, &at, "last_op %" PRIu64 "\ncontributors ", cc->last_seq);
-		cn_put_set(buf, CN_STATUS_MAX, &at, cc->last_contrib, cc->nnodes);
-		cn_put(buf, CN_STATUS_MAX, &at, "\n");
+		cn_put(buf, len, &at, "last_op %" PRIu64 "\ncontributors ", cc->last_seq);
+		cn_put_set(buf, len, &at, cc->last_contrib, cc->nnodes);
+		cn_put(buf, len, &at, "\n");
 	}
-	cn_put(buf, CN_STATUS_MAX, &at, "updated_ms %" PRId64 "\npid %d\n", cn_unix_ms(),
-	       (int)getpid());
-	if (why && why[0])
-		cn_put(buf, CN_STATUS_MAX, &at, "reason %s\n", why);
-	snprintf(path, sizeof(path), "%s/ftcc-%s-node%u.status", dir, cc->group, cc->rank);
-	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	rc = fd < 0 ? -1 : cn_write_all(fd, buf, at);
-	if (fd >= 0 && close(fd) < 0)
+	cn_put(buf, len, &at, "updated_ms %" PRId64 "\npid %d\n", cn_unix_ms(), (int)getpid());
+	if (strcmp(state, "failed") == 0)
+		cn_put(buf, len, &at, "reason %s\n",
+		       cc->fail_why[0] ? cc->fail_why : "no reason recorded");
+	free(cc->status_pending);
+	cc->status_pending = buf;
+	atomic_store(&cc->status_dirty, 1);
+}
+
+/* Writes @text to @path through a file beside it, renamed over @path. 0 or -1 (errno). */
+static int cn_status_write(const char *path, const char *text)
+{
+	char tmp[600];
+	int fd, rc;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid()) >= (int)sizeof(tmp)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	unlink(tmp); /* a leftover of a process that had our pid */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	rc = cn_write_all(fd, text, strlen(text));
+	if (close(fd) < 0)
 		rc = -1;
 	if (rc == 0 && rename(tmp, path) < 0)
 		rc = -1;
 	if (rc) {
-		if (!cc->status_warned)
-			ftcc_warn("CollNet group %s: cannot write the status file %s: %m "
-				  "(FTCC_STATUS_DIR=%s); going on without it",
-				  cc->group, path, dir);
-		cc->status_warned = 1;
-		if (fd >= 0)
-			unlink(tmp);
+		int e = errno;
+
+		unlink(tmp);
+		errno = e;
 	}
-	free(buf);
+	return rc;
+}
+
+void cn_status_flush(struct cn_comm *cc)
+{
+	const char *dir = ftcc_setting_str(FTCC_SET_STATUS_DIR);
+	char path[512];
+	char *text;
+
+	if (!atomic_load(&cc->status_dirty))
+		return;
+	/* One writer at a time, and each writes the newest text: an older one never lands last. */
+	pthread_mutex_lock(&cc->status_mu);
+	pthread_mutex_lock(&cc->mu);
+	text = cc->status_pending;
+	cc->status_pending = NULL;
+	atomic_store(&cc->status_dirty, 0);
+	pthread_mutex_unlock(&cc->mu);
+	if (text && dir && dir[0]) {
+		int n = snprintf(path, sizeof(path), "%s/ftcc-%s-node%u.status", dir, cc->group,
+				 cc->rank);
+
+		if (n >= (int)sizeof(path))
+			errno = ENAMETOOLONG;
+		if ((n >= (int)sizeof(path) || cn_status_write(path, text)) && !cc->status_warned) {
+			ftcc_warn("CollNet group %s: cannot write the status file in %s: %m; going "
+				  "on without it",
+				  cc->group, dir);
+			cc->status_warned = 1;
+		}
+	}
+	pthread_mutex_unlock(&cc->status_mu);
+	free(text);
 }
 
 void cn_note_epoch(struct cn_comm *cc, const struct ftcc_record *rec)
@@ -143,8 +186,10 @@ void cn_note_epoch(struct cn_comm *cc, const struct ftcc_record *rec)
 	uint8_t now[FTCC_MAX_MEMBERS / 8] = { 0 };
 	int changed = 0;
 
-	if (rec->ncontrib != cc->last_ncontrib ||
-	    memcmp(rec->contrib, cc->last_contrib, sizeof(cc->last_contrib)) != 0) {
+	/* Requests may be tested out of order: an older op never replaces a newer one's set. */
+	if ((rec->seq > cc->last_seq || !cc->last_ncontrib) &&
+	    (rec->ncontrib != cc->last_ncontrib ||
+	     memcmp(rec->contrib, cc->last_contrib, sizeof(cc->last_contrib)) != 0)) {
 		memcpy(cc->last_contrib, rec->contrib, sizeof(cc->last_contrib));
 		cc->last_ncontrib = rec->ncontrib;
 		cc->last_seq = rec->seq;
@@ -153,7 +198,7 @@ void cn_note_epoch(struct cn_comm *cc, const struct ftcc_record *rec)
 	if (rec->epoch <= cc->seen_epoch || ftcc_comm_view(cc->comm, &v, cc->members, cc->nnodes) ||
 	    v.epoch <= cc->seen_epoch) {
 		if (changed)
-			cn_status_publish(cc, "running", NULL);
+			cn_status_mark(cc, cc->failed ? "failed" : "running");
 		return;
 	}
 	for (uint32_t i = 0; i < v.nmembers && i < cc->nnodes; i++) {
@@ -182,5 +227,5 @@ void cn_note_epoch(struct cn_comm *cc, const struct ftcc_record *rec)
 		cc->alive[id] = (uint8_t)in;
 	}
 	cc->seen_epoch = v.epoch;
-	cn_status_publish(cc, "running", NULL);
+	cn_status_mark(cc, cc->failed ? "failed" : "running");
 }

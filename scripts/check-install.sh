@@ -10,8 +10,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-root=$(pwd)
-build=${1:-build}
+build=$(cd "${1:-build}" && pwd)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 prefix=$scratch/prefix
@@ -19,8 +18,18 @@ prefix=$scratch/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
 awk '/^```c$/ { on = 1; next } on && /^```$/ { exit } on { print }' README.md >"$scratch/example.c"
 
+# A port nobody listens on, for the example's single member (not the default 29500, which a
+# torch job on the machine may hold).
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+pc=$(find "$prefix" -name ftcc.pc -print -quit)
+[ -n "$pc" ] || {
+	echo "check-install: no ftcc.pc installed" >&2
+	exit 1
+}
+libdir=$(dirname "$(dirname "$pc")")
+
 # pkg-config
-export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+export PKG_CONFIG_PATH=$(dirname "$pc")
 [ "$(pkg-config --modversion ftcc)" = "$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build/CMakeCache.txt")" ] || {
 	echo "check-install: ftcc.pc's version differs from the build's" >&2
 	exit 1
@@ -28,7 +37,7 @@ export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 # shellcheck disable=SC2046
 cc -std=c11 -Wall -Wextra -Werror "$scratch/example.c" $(pkg-config --cflags --libs ftcc) \
 	-o "$scratch/example-pc"
-LD_LIBRARY_PATH=$prefix/lib timeout 60 "$scratch/example-pc" 0 1 >/dev/null
+LD_LIBRARY_PATH=$libdir timeout 60 "$scratch/example-pc" 0 1 "$port" >/dev/null
 
 # find_package(ftcc)
 mkdir -p "$scratch/consumer"
@@ -43,11 +52,11 @@ CMAKE
 cmake -S "$scratch/consumer" -B "$scratch/consumer/build" -DCMAKE_PREFIX_PATH="$prefix" \
 	>/dev/null
 cmake --build "$scratch/consumer/build" >/dev/null
-LD_LIBRARY_PATH=$prefix/lib timeout 60 "$scratch/consumer/build/example" 0 1 >/dev/null
+LD_LIBRARY_PATH=$libdir timeout 60 "$scratch/consumer/build/example" 0 1 "$port" >/dev/null
 
 # the Debian package
 if command -v dpkg-deb >/dev/null 2>&1; then
-	(cd "$scratch" && cpack -G DEB --config "$root/$build/CPackConfig.cmake" >/dev/null)
+	(cd "$scratch" && cpack -G DEB --config "$build/CPackConfig.cmake" >/dev/null)
 	deb=$(ls "$scratch"/ftcc_*.deb)
 	list=$(dpkg-deb -c "$deb")
 	for want in libftcc.so.0 libnccl-net-ftcc.so include/ftcc.h pkgconfig/ftcc.pc \

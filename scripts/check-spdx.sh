@@ -13,9 +13,22 @@ id="SPDX-License-Identifier: BSD-3-Clause"
 add=0
 [ "${1:-}" = "--add" ] && add=1
 
-mapfile -t files < <(git ls-files --cached --others --exclude-standard -- \
+# The list comes from git (a clone), or from find when there is no git or no checkout; an empty
+# list is an error, never a pass.
+if listing=$(git ls-files --cached --others --exclude-standard -- \
 	'*.c' '*.h' '*.sh' '*.py' '*.cmake' 'CMakeLists.txt' '.ci/run' 'plugin/exports.map' \
-	':(exclude)build*/**')
+	':(exclude)build*/**' 2>/dev/null) && [ -n "$listing" ]; then
+	mapfile -t files <<<"$listing"
+else
+	mapfile -t files < <(find . \( -path './build*' -o -path ./.git \) -prune -o -type f \
+		\( -name '*.[ch]' -o -name '*.sh' -o -name '*.py' -o -name '*.cmake' \
+		-o -name CMakeLists.txt -o -path ./.ci/run -o -path ./plugin/exports.map \) -print |
+		sed 's|^\./||')
+fi
+if [ "${#files[@]}" -eq 0 ] || [ -z "${files[0]}" ]; then
+	echo "check-spdx: found no source files to check" >&2
+	exit 1
+fi
 missing=0
 for f in "${files[@]}"; do
 	[ -f "$f" ] || continue

@@ -178,7 +178,12 @@ sweep_stale_nft() {
 		case $pid in '' | *[!0-9]*) continue ;; esac
 		if ! kill -0 "$pid" 2>/dev/null; then
 			echo "test.sh: deleting nftables table $table left by a killed test run (pid $pid)"
-			nft delete table inet "$table" || return 1
+			# Another run may have deleted it first: only a table still there is an error.
+			if ! nft delete table inet "$table" 2>/dev/null &&
+				nft list table inet "$table" >/dev/null 2>&1; then
+				echo "test.sh: could not delete nftables table $table" >&2
+				return 1
+			fi
 		fi
 	done < <(nft list tables inet 2>/dev/null | awk '$1 == "table" && $3 ~ /^ftcc_test_/ { print $3 }')
 }

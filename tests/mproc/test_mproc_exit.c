@@ -17,9 +17,10 @@
 
 #define FORM_MS 10000
 #define RUN_MS 30000
-/* Between two exits: several heartbeats, so that each LEAVE is handled (and a successor found
- * when the coordinator's host left) before the next member goes. */
-#define GAP_MS 400
+/* Between two exits: so that each LEAVE is handled, and a successor has taken over when the
+ * coordinator's host left (a takeover awaits missing reports for min(T/2, 4 heartbeats), 400
+ * ms here), before the next member goes. */
+#define GAP_MS 1500
 /* One member's destroy and exit, on a loaded machine. */
 #define EXIT_BOUND_MS 5000
 #define NOPS 24
