@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include "ftcc/log.h"
 #include "ftcc/reduce.h"
 #include "ftcc/settings.h"
+#include "ftcc/sys.h"
 
 /* Ops started and not yet completed, at most. */
 /* How long abort waits for the executor to let go. */
@@ -298,9 +300,40 @@ static int comm_init(struct ftcc_comm *c, const struct ftcc_config *cfg)
 	return 0;
 }
 
+/* The control listener of a member of the embedded backend, bound before the data plane asks
+ * the kernel for a port of its own on the same address: the kernel could otherwise hand the data
+ * plane the configured control port, free a moment before. -1 when there is none to bind here
+ * (a daemon, a port the caller listens on already, an address that does not parse or bind: the
+ * member reports those itself). */
+static int pre_listen(const struct ftcc_config *cfg, const struct ftcc_create_ext *ext)
+{
+	const char *spec = cfg->coordinator && cfg->coordinator[0] ?
+				   cfg->coordinator :
+				   ftcc_setting_str(FTCC_SET_COORDINATOR);
+	struct sockaddr_storage ss;
+	unsigned len;
+	int one = 1, fd;
+
+	if ((ext && ext->has_listen_fd) || (spec && spec[0]) || !cfg->addrs ||
+	    !cfg->addrs[cfg->rank] || ctl_parse_addr(cfg->addrs[cfg->rank], &ss, &len)) {
+		return -1;
+	}
+	fd = ftcc_sys_socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		return -1;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (ftcc_sys_bind(fd, (struct sockaddr *)&ss, len) < 0 || ftcc_sys_listen(fd, 128) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create_ext *ext,
 			 ftcc_comm_t **out)
 {
+	int lfd;
 	struct ctl_member_cfg mc = { 0 };
 	const char *addr;
 	struct ftcc_comm *c;
@@ -332,8 +365,12 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 		free(c);
 		return FTCC_ERR_INVALID;
 	}
+	lfd = pre_listen(cfg, ext);
 	rc = comm_init(c, cfg);
 	if (rc) {
+		if (lfd >= 0) {
+			close(lfd);
+		}
 		comm_free(c);
 		return rc;
 	}
@@ -355,8 +392,14 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 	if (ext && ext->has_listen_fd) {
 		mc.has_listen_fd = 1;
 		mc.listen_fd = ext->listen_fd;
+	} else if (lfd >= 0) {
+		mc.has_listen_fd = 1; /* the member listens on a duplicate */
+		mc.listen_fd = lfd;
 	}
 	rc = ctl_member_create(&mc, &c->ctl);
+	if (lfd >= 0) {
+		close(lfd);
+	}
 	if (rc) {
 		comm_free(c);
 		return rc == -ENOMEM			       ? FTCC_ERR_NOMEM :
