@@ -9,6 +9,7 @@
 
 #include "coord.h"
 #include "ftcc/log.h"
+#include "ftcc/text.h"
 
 /* The slot whose member (or joiner, *@joiner = 1) owns @conn, or NULL. */
 static struct coord_slot *slot_of_conn(struct ctl_coord *c, uint32_t conn, int *joiner)
@@ -452,24 +453,6 @@ const char *ctl_coord_state_name(enum ctl_coord_state st)
 }
 
 /* printf into @buf at *@off, never past @len. */
-static void put(char *buf, size_t len, size_t *off, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static void put(char *buf, size_t len, size_t *off, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (*off + 1 >= len) {
-		return;
-	}
-	va_start(ap, fmt);
-	n = vsnprintf(buf + *off, len - *off, fmt, ap);
-	va_end(ap);
-	if (n > 0) {
-		*off += (size_t)n < len - *off ? (size_t)n : len - *off - 1;
-	}
-}
-
 size_t ctl_coord_status(const struct ctl_coord *c, char *buf, size_t len, uint64_t now)
 {
 	size_t off = 0;
@@ -479,48 +462,49 @@ size_t ctl_coord_status(const struct ctl_coord *c, char *buf, size_t len, uint64
 		return 0;
 	}
 	buf[0] = '\0';
-	put(buf, len, &off,
-	    "group %s state %s epoch %" PRIu64 " boundary %" PRIu64 " expected %u coordinator ",
-	    c->cfg.group, ctl_coord_state_name(c->state), c->epoch, c->boundary, c->n);
+	ftcc_appendf(buf, len, &off,
+		     "group %s state %s epoch %" PRIu64 " boundary %" PRIu64
+		     " expected %u coordinator ",
+		     c->cfg.group, ctl_coord_state_name(c->state), c->epoch, c->boundary, c->n);
 	if (c->cfg.host == CTL_NO_MEMBER) {
-		put(buf, len, &off, "daemon");
+		ftcc_appendf(buf, len, &off, "daemon");
 	} else {
-		put(buf, len, &off, "member-%u", c->cfg.host);
+		ftcc_appendf(buf, len, &off, "member-%u", c->cfg.host);
 	}
 	if (c->prop_epoch) {
-		put(buf, len, &off, " proposing %" PRIu64, c->prop_epoch);
+		ftcc_appendf(buf, len, &off, " proposing %" PRIu64, c->prop_epoch);
 	}
 	if (c->state == CTL_C_STOPPED) {
-		put(buf, len, &off, " reason \"%s\"", c->stop_reason);
+		ftcc_appendf(buf, len, &off, " reason \"%s\"", c->stop_reason);
 	}
-	put(buf, len, &off, "\n");
+	ftcc_appendf(buf, len, &off, "\n");
 	for (i = 0; i < c->n; i++) {
 		const struct coord_slot *s = &c->slots[i];
 
 		if (s->state == SLOT_IN) {
-			put(buf, len, &off,
-			    "  member %u incarnation %016" PRIx64
-			    " %s %s last-heartbeat-ms %" PRIu64 " done %" PRIu64 " next %" PRIu64
-			    "%s\n",
-			    i, s->rec.incarnation,
-			    (s->rec.flags & CTL_MF_CONTRIB) ? "contributor" : "catch-up",
-			    s->conn != CTL_CONN_NONE ? "connected" : "disconnected",
-			    now - s->last_rx, s->done_op, s->next_op,
-			    s->remove ? " (being removed)" : "");
+			ftcc_appendf(buf, len, &off,
+				     "  member %u incarnation %016" PRIx64
+				     " %s %s last-heartbeat-ms %" PRIu64 " done %" PRIu64
+				     " next %" PRIu64 "%s\n",
+				     i, s->rec.incarnation,
+				     (s->rec.flags & CTL_MF_CONTRIB) ? "contributor" : "catch-up",
+				     s->conn != CTL_CONN_NONE ? "connected" : "disconnected",
+				     now - s->last_rx, s->done_op, s->next_op,
+				     s->remove ? " (being removed)" : "");
 		}
 		if (s->state != SLOT_IN && s->gone_epoch) {
-			put(buf, len, &off,
-			    "  removed %u incarnation %016" PRIx64 " at epoch %" PRIu64 " %" PRIu64
-			    " ms ago: %s\n",
-			    i, s->gone_inc, s->gone_epoch, now > s->gone_at ? now - s->gone_at : 0,
-			    s->why);
+			ftcc_appendf(buf, len, &off,
+				     "  removed %u incarnation %016" PRIx64 " at epoch %" PRIu64
+				     " %" PRIu64 " ms ago: %s\n",
+				     i, s->gone_inc, s->gone_epoch,
+				     now > s->gone_at ? now - s->gone_at : 0, s->why);
 		}
 		if (s->join) {
-			put(buf, len, &off,
-			    "  join %u incarnation %016" PRIx64 "%s last-heartbeat-ms %" PRIu64
-			    "\n",
-			    i, s->join_rec.incarnation, s->join_catchup ? " catch-up" : "",
-			    now - s->join_rx);
+			ftcc_appendf(buf, len, &off,
+				     "  join %u incarnation %016" PRIx64
+				     "%s last-heartbeat-ms %" PRIu64 "\n",
+				     i, s->join_rec.incarnation, s->join_catchup ? " catch-up" : "",
+				     now - s->join_rx);
 		}
 	}
 	return off;

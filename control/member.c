@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ftcc/log.h"
+#include "ftcc/text.h"
 #include "ftcc/settings.h"
 #include "member.h"
 
@@ -153,24 +154,6 @@ static int member_addrs(struct ctl_member *m, const struct ctl_member_cfg *cfg)
 	return 0;
 }
 
-static size_t put(char *buf, size_t len, size_t n, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-/* Appends to @buf at @n (clamped); returns the new length. */
-static size_t put(char *buf, size_t len, size_t n, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (len == 0 || n >= len - 1)
-		return n;
-	va_start(ap, fmt);
-	int w = vsnprintf(buf + n, len - n, fmt, ap);
-	va_end(ap);
-	if (w < 0)
-		return n;
-	return n + (size_t)w < len ? n + (size_t)w : len - 1;
-}
-
 size_t member_status_locked(struct ctl_member *m, char *buf, size_t len, uint64_t now)
 {
 	const struct ctl_epoch *e = m->cur;
@@ -178,19 +161,22 @@ size_t member_status_locked(struct ctl_member *m, char *buf, size_t len, uint64_
 
 	if (len)
 		buf[0] = '\0';
-	n = put(buf, len, n, "member %u of group \"%s\" (%s): %s", m->id, m->group,
-		m->backend == RT_EMBEDDED ? "embedded" : "daemon",
-		ctl_member_state_name(ctl_msm_state(m->msm)));
+	ftcc_appendf(buf, len, &n, "member %u of group \"%s\" (%s): %s", m->id, m->group,
+		     m->backend == RT_EMBEDDED ? "embedded" : "daemon",
+		     ctl_member_state_name(ctl_msm_state(m->msm)));
 	if (e) {
-		n = put(buf, len, n, ", epoch %" PRIu64 " (boundary %" PRIu64 ", coordinator ",
-			e->epoch, e->boundary);
-		n = e->coord == CTL_NO_MEMBER ? put(buf, len, n, "daemon") :
-						put(buf, len, n, "%u", e->coord);
-		n = put(buf, len, n, "), %u members:", e->nmembers);
+		ftcc_appendf(buf, len, &n,
+			     ", epoch %" PRIu64 " (boundary %" PRIu64 ", coordinator ", e->epoch,
+			     e->boundary);
+		if (e->coord == CTL_NO_MEMBER)
+			ftcc_appendf(buf, len, &n, "daemon");
+		else
+			ftcc_appendf(buf, len, &n, "%u", e->coord);
+		ftcc_appendf(buf, len, &n, "), %u members:", e->nmembers);
 		for (uint32_t i = 0; i < e->nmembers; i++)
-			n = put(buf, len, n, " %u", e->members[i].id);
+			ftcc_appendf(buf, len, &n, " %u", e->members[i].id);
 	}
-	n = put(buf, len, n, "; %s\n", ctl_msm_reason(m->msm));
+	ftcc_appendf(buf, len, &n, "; %s\n", ctl_msm_reason(m->msm));
 	if (m->route.coord && n + 1 < len)
 		n += ctl_coord_status(m->route.coord, buf + n, len - n, now);
 	return n < len ? n : (len ? len - 1 : 0);

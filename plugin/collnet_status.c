@@ -17,7 +17,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +26,7 @@
 
 #include "ftcc/log.h"
 #include "ftcc/settings.h"
+#include "ftcc/text.h"
 
 static int64_t cn_unix_ms(void)
 {
@@ -36,22 +36,6 @@ static int64_t cn_unix_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Appends to @buf (NUL-terminated, @len bytes) at *@at; stops quietly when full. */
-__attribute__((format(printf, 4, 5))) static void cn_put(char *buf, size_t len, size_t *at,
-							 const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (*at + 1 >= len)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(buf + *at, len - *at, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		*at += (size_t)n < len - *at ? (size_t)n : len - *at - 1;
-}
-
 /* "0,1,3" of the bits of @set below @n. */
 static void cn_put_set(char *buf, size_t len, size_t *at, const uint8_t *set, uint32_t n)
 {
@@ -59,7 +43,7 @@ static void cn_put_set(char *buf, size_t len, size_t *at, const uint8_t *set, ui
 
 	for (uint32_t i = 0; i < n; i++) {
 		if (set[i / 8] >> (i % 8) & 1) {
-			cn_put(buf, len, at, "%s%u", first ? "" : ",", i);
+			ftcc_appendf(buf, len, at, "%s%u", first ? "" : ",", i);
 			first = 0;
 		}
 	}
@@ -96,25 +80,26 @@ void cn_status_mark(struct cn_comm *cc, const char *state)
 	buf[0] = '\0';
 	for (uint32_t i = 0; i < cc->nnodes; i++)
 		alive[i / 8] |= (uint8_t)(!!cc->alive[i] << (i % 8));
-	cn_put(buf, len, &at, "format 1\ngroup %s\nnode %u\nnodes %u\nstate %s\n", cc->group,
-	       cc->rank, cc->nnodes, state);
-	cn_put(buf, len, &at, "epoch %" PRIu64 "\nmembers ", cc->seen_epoch);
+	ftcc_appendf(buf, len, &at, "format 1\ngroup %s\nnode %u\nnodes %u\nstate %s\n", cc->group,
+		     cc->rank, cc->nnodes, state);
+	ftcc_appendf(buf, len, &at, "epoch %" PRIu64 "\nmembers ", cc->seen_epoch);
 	cn_put_set(buf, len, &at, alive, cc->nnodes);
-	cn_put(buf, len, &at, "\n");
+	ftcc_appendf(buf, len, &at, "\n");
 	for (uint32_t i = 0; i < cc->nnodes; i++) {
 		if (cc->lost_epoch[i])
-			cn_put(buf, len, &at, "lost %u epoch %" PRIu64 " at_ms %" PRId64 "\n", i,
-			       cc->lost_epoch[i], cc->lost_ms[i]);
+			ftcc_appendf(buf, len, &at, "lost %u epoch %" PRIu64 " at_ms %" PRId64 "\n",
+				     i, cc->lost_epoch[i], cc->lost_ms[i]);
 	}
 	if (cc->last_ncontrib) {
-		cn_put(buf, len, &at, "last_op %" PRIu64 "\ncontributors ", cc->last_seq);
+		ftcc_appendf(buf, len, &at, "last_op %" PRIu64 "\ncontributors ", cc->last_seq);
 		cn_put_set(buf, len, &at, cc->last_contrib, cc->nnodes);
-		cn_put(buf, len, &at, "\n");
+		ftcc_appendf(buf, len, &at, "\n");
 	}
-	cn_put(buf, len, &at, "updated_ms %" PRId64 "\npid %d\n", cn_unix_ms(), (int)getpid());
+	ftcc_appendf(buf, len, &at, "updated_ms %" PRId64 "\npid %d\n", cn_unix_ms(),
+		     (int)getpid());
 	if (strcmp(state, "failed") == 0)
-		cn_put(buf, len, &at, "reason %s\n",
-		       cc->fail_why[0] ? cc->fail_why : "no reason recorded");
+		ftcc_appendf(buf, len, &at, "reason %s\n",
+			     cc->fail_why[0] ? cc->fail_why : "no reason recorded");
 	free(cc->status_pending);
 	cc->status_pending = buf;
 	atomic_store(&cc->status_dirty, 1);

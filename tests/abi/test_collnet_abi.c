@@ -55,16 +55,7 @@ static void cn_fini(void)
 /* The state of every head and the end of each one's log, for assertion messages. */
 static const char *explain(void)
 {
-	size_t at = cn_heads_describe(&g, 4, msg, sizeof(msg) / 2);
-
-	for (int i = 0; i < g.n && at + 1 < sizeof(msg); i++) {
-		char log[1200];
-
-		cn_heads_log(&g, i, log, sizeof(log));
-		at += (size_t)snprintf(msg + at, sizeof(msg) - at, "--- head %d log (end):\n%s", i,
-				       log);
-	}
-	return msg;
+	return cn_heads_explain(&g, 1200, msg, sizeof(msg));
 }
 
 /* ---- tables ---------------------------------------------------------------------------------- */

@@ -37,16 +37,7 @@ static void status_fini(void)
 
 static const char *explain(void)
 {
-	size_t at = cn_heads_describe(&g, 4, msg, sizeof(msg) / 2);
-
-	for (int i = 0; i < g.n && at + 1 < sizeof(msg); i++) {
-		char log[1200];
-
-		cn_heads_log(&g, i, log, sizeof(log));
-		at += (size_t)snprintf(msg + at, sizeof(msg) - at, "--- head %d log (end):\n%s", i,
-				       log);
-	}
-	return msg;
+	return cn_heads_explain(&g, 1200, msg, sizeof(msg));
 }
 
 static int64_t unix_ms(void)
@@ -250,5 +241,49 @@ Test(collnet_status, unwritable_directory_costs_one_warn, .init = abi_setup, .fi
 		cn_heads_log(&g, i, log, sizeof(log));
 		cr_expect_eq(chaos_count(log, "cannot write the status file"), 1, "head %d:\n%s", i,
 			     log);
+	}
+}
+
+/* A node that can no longer go on (an op with fewer than FTCC_COLLNET_MIN_NODES inputs) says
+ * so in its file: state failed, with the reason, and it stays failed after later ops. */
+Test(collnet_status, failed_state_keeps_its_reason, .init = abi_setup, .fini = status_fini,
+     .timeout = 90)
+{
+	static const struct ft_spec one[] = { { 1024, FTCC_FLOAT32, FTCC_SUM, 0 } };
+	struct cn_opts o = {
+		.version = 11, .depth = 8, .nops = -1, .script = one, .nspec = 1, .min_nodes = 3
+	};
+	char text[4096], v[256];
+	int64_t deadline;
+
+	snprintf(dir, sizeof(dir), "/tmp/ftcc-status-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	for (int h = 0; h < 3; h++) {
+		snprintf(env[h], sizeof(env[h]), "FTCC_STATUS_DIR=%s", dir);
+		o.env[h] = env[h];
+	}
+	cr_assert_eq(cn_heads_start(&g, 3, &o), 0);
+	cr_assert_eq(cn_heads_wait_ops(&g, 7, 16, 30000), 0, "%s", explain());
+	cn_heads_kill(&g, 2);
+	deadline = chaos_now_ns() + 10000LL * 1000000;
+	for (int i = 0; i < 2; i++) {
+		while (!atomic_load(&cn_heads_head(&g, i)->err) && chaos_now_ns() < deadline)
+			chaos_sleep_ms(5);
+		cr_assert_neq(atomic_load(&cn_heads_head(&g, i)->err), 0, "head %d went on: %s", i,
+			      explain());
+	}
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(status_of(i, text, sizeof(text)), 0);
+		expect_field(i, text, "state", "failed");
+		cr_expect(field(text, "reason", v, sizeof(v)) &&
+				  strstr(v, "FTCC_COLLNET_MIN_NODES"),
+			  "node %d: reason \"%s\":\n%s", i,
+			  field(text, "reason", v, sizeof(v)) ? v : "(none)", text);
+	}
+	/* Closing a failed node keeps the verdict. */
+	cr_assert_eq(cn_heads_stop(&g, 3, 1, 3000), 0, "%s", explain());
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(status_of(i, text, sizeof(text)), 0);
+		expect_field(i, text, "state", "failed");
 	}
 }

@@ -104,18 +104,7 @@ static uint32_t all_of(int n)
 /* Every head's records and the end of its log, for failure messages. */
 static const char *describe(void)
 {
-	size_t at = cn_heads_describe(&g, 4, text, sizeof(text));
-
-	for (int i = 0; i < g.n && at + 1 < sizeof(text); i++) {
-		char log[4096 * 8];
-		int k;
-
-		cn_heads_log(&g, i, log, sizeof(log));
-		k = snprintf(text + at, sizeof(text) - at, "--- head %d, end of its log:\n%s\n", i,
-			     log);
-		at = k < 0 ? at : at + (size_t)k < sizeof(text) ? at + (size_t)k : sizeof(text) - 1;
-	}
-	return text;
+	return cn_heads_explain(&g, 4096 * 8, text, sizeof(text));
 }
 
 /* Options every test starts from: NOPS paced ops, depth 8, the failure timeout. */

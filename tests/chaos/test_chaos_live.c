@@ -90,6 +90,27 @@ static void nft_open(void)
 	cr_assert_eq(chaos_nft_table(nft_table, sizeof(nft_table)), 0);
 }
 
+/* Starts group @name of @n with the live options, runs it to op LIVE_AT, then adds an nftables
+ * rule with @verdict to every data packet from member @a to member @b (control ports spared).
+ * Returns the time of the fault; *@handle (may be NULL) gets the rule's handle. */
+static int64_t live_cut(const char *name, int n, int a, int b, const char *verdict, long *handle)
+{
+	struct ft_group_opts o;
+	uint16_t keep[FT_GROUP_MAX_N];
+	int64_t t;
+	long h;
+
+	live_opts(&o);
+	nft_open();
+	live_start(name, n, &o);
+	t = live_at(ids_all(n), LIVE_AT);
+	h = chaos_nft_between(nft_table, grp.ip[a], grp.ip[b], keep, ctl_ports(keep), verdict);
+	cr_assert_geq(h, 0);
+	if (handle)
+		*handle = h;
+	return t;
+}
+
 /* The end of every case: the members of @live finish the script; the invariants hold with
  * @steady never faulted; the others' stall after @t_fault stays within @bound_ms. */
 static double live_finish(const char *what, uint32_t live, uint32_t steady, int64_t t_fault,
@@ -145,22 +166,14 @@ static void reset_ss(int n)
 /* A firewall answers one member's data packets to another with resets for 200 ms. */
 static void reset_nft(int n)
 {
-	struct ft_group_opts o;
-	uint16_t keep[FT_GROUP_MAX_N];
 	char what[64];
 	long h;
 	int a, b;
 	int64_t t;
 
-	live_opts(&o);
 	pair_of(n, &a, &b);
 	snprintf(what, sizeof(what), "nft reject %d->%d for 200 ms of %d", a, b, n);
-	nft_open();
-	live_start("reset-nft", n, &o);
-	t = live_at(ids_all(n), LIVE_AT);
-	h = chaos_nft_between(nft_table, grp.ip[a], grp.ip[b], keep, ctl_ports(keep),
-			      "reject with tcp reset");
-	cr_assert_geq(h, 0);
+	t = live_cut("reset-nft", n, a, b, "reject with tcp reset", &h);
 	chaos_sleep_ms(200);
 	cr_expect_eq(chaos_nft_del_rule(nft_table, h), 0);
 	live_finish(what, ids_all(n), ids_all(n), t, LIVE_RESET_BOUND_MS + 200);
@@ -297,20 +310,12 @@ static int one_of(int a, int b)
  * coordinator. One of the two leaves: with one broken link each, the higher id. */
 static void cut(int n)
 {
-	struct ft_group_opts o;
-	uint16_t keep[FT_GROUP_MAX_N];
 	char what[64];
 	int a = n > 2 ? 1 : 0, b = n - 1, kept;
 	int64_t t;
 
-	live_opts(&o);
 	snprintf(what, sizeof(what), "data %d->%d dropped for good, %d members", a, b, n);
-	nft_open();
-	live_start("cut", n, &o);
-	t = live_at(ids_all(n), LIVE_AT);
-	cr_assert_geq(
-		chaos_nft_between(nft_table, grp.ip[a], grp.ip[b], keep, ctl_ports(keep), "drop"),
-		0);
+	t = live_cut("cut", n, a, b, "drop", NULL);
 	kept = one_of(a, b);
 	cr_expect_eq(kept, a, "the cut rule keeps the lower id of a pair");
 	live_finish(what, ids_all(n) & ~bit(b), ids_all(n) & ~(bit(a) | bit(b)), t,
@@ -455,20 +460,12 @@ static void join_window(int n)
  * own). */
 static void coord_killed_during_accusation(int n)
 {
-	struct ft_group_opts o;
-	uint16_t keep[FT_GROUP_MAX_N];
 	int a = n > 2 ? 1 : 0, b = n - 1;
 	char what[80];
 	int64_t t;
 
-	live_opts(&o);
 	snprintf(what, sizeof(what), "cut %d->%d, then member 0 killed, %d members", a, b, n);
-	nft_open();
-	live_start("coord-accused", n, &o);
-	t = live_at(ids_all(n), LIVE_AT);
-	cr_assert_geq(
-		chaos_nft_between(nft_table, grp.ip[a], grp.ip[b], keep, ctl_ports(keep), "drop"),
-		0);
+	t = live_cut("coord-accused", n, a, b, "drop", NULL);
 	chaos_sleep_ms(TIMEOUT_MS / 2);
 	ft_group_kill(&grp, 0);
 	if (n == 2) {

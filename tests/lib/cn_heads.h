@@ -166,5 +166,8 @@ int cn_heads_epochs(const struct cn_heads *g, char *why, size_t len);
 /* Plain text of every head's state (stage, counts, first error, the last @tail ops) into @buf,
  * for assertion messages. Returns the length. */
 size_t cn_heads_describe(const struct cn_heads *g, int tail, char *buf, size_t len);
+/* cn_heads_describe() (the last 4 ops, in at most half of @buf), then the last @log_tail bytes
+ * of each head's log: what an assertion message shows. Returns @buf. */
+const char *cn_heads_explain(const struct cn_heads *g, size_t log_tail, char *buf, size_t len);
 
 #endif

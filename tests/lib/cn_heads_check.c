@@ -13,6 +13,7 @@
 
 #include "chaos_proc.h"
 #include "ftcc/reduce.h"
+#include "ftcc/text.h"
 
 size_t cn_heads_log(const struct cn_heads *g, int i, char *buf, size_t len)
 {
@@ -226,22 +227,6 @@ int cn_heads_check(const struct cn_heads *g, uint32_t who, uint32_t lost, int64_
 	return rc ? -1 : checked;
 }
 
-/* Appends to @buf at *@at (bounded by @len). */
-__attribute__((format(printf, 4, 5))) static void cn_put(char *buf, size_t len, size_t *at,
-							 const char *fmt, ...)
-{
-	va_list ap;
-	int k;
-
-	if (*at + 1 >= len)
-		return;
-	va_start(ap, fmt);
-	k = vsnprintf(buf + *at, len - *at, fmt, ap);
-	va_end(ap);
-	if (k > 0)
-		*at = *at + (size_t)k < len ? *at + (size_t)k : len - 1;
-}
-
 static const char *cn_stage_name(int st)
 {
 	static const char *const names[] = { "start", "listening", "connected",
@@ -258,8 +243,8 @@ size_t cn_heads_describe(const struct cn_heads *g, int tail, char *buf, size_t l
 		buf[0] = '\0';
 	if (!g->sh)
 		return 0;
-	cn_put(buf, len, &at, "%d heads, table v%d, depth %d, %d ops\n", g->n, g->o.version,
-	       g->o.depth, g->o.nops);
+	ftcc_appendf(buf, len, &at, "%d heads, table v%d, depth %d, %d ops\n", g->n, g->o.version,
+		     g->o.depth, g->o.nops);
 	for (int i = 0; i < g->n; i++) {
 		const struct cn_head *h = &g->sh->head[i];
 		int64_t nd = atomic_load(&h->ndone), top = -1;
@@ -267,27 +252,42 @@ size_t cn_heads_describe(const struct cn_heads *g, int tail, char *buf, size_t l
 		for (int64_t s = 0; s < CN_MAX_OPS; s++)
 			if (atomic_load_explicit(&h->ops[s].state, memory_order_acquire))
 				top = s;
-		cn_put(buf, len, &at,
-		       "head %d pid %d: %s%s, connect %d (%.1f ms), %lld done, err %d at op %lld, "
-		       "%d in flight at close, close ms %.2f/%.2f/%.2f/%.2f res %d/%d/%d/%d%s%s\n",
-		       i, (int)h->pid, cn_stage_name(atomic_load(&h->stage)),
-		       g->frozen[i] ? " (frozen)" : "", h->connect_res,
-		       h->t_connect1 ? chaos_ms(h->t_connect0, h->t_connect1) : -1.0, (long long)nd,
-		       atomic_load(&h->err), (long long)h->err_seq, h->inflight_at_close,
-		       chaos_ms(0, h->close_ns[0]), chaos_ms(0, h->close_ns[1]),
-		       chaos_ms(0, h->close_ns[2]), chaos_ms(0, h->close_ns[3]), h->close_res[0],
-		       h->close_res[1], h->close_res[2], h->close_res[3], h->why[0] ? ": " : "",
-		       h->why);
+		ftcc_appendf(
+			buf, len, &at,
+			"head %d pid %d: %s%s, connect %d (%.1f ms), %lld done, err %d at op %lld, "
+			"%d in flight at close, close ms %.2f/%.2f/%.2f/%.2f res %d/%d/%d/%d%s%s\n",
+			i, (int)h->pid, cn_stage_name(atomic_load(&h->stage)),
+			g->frozen[i] ? " (frozen)" : "", h->connect_res,
+			h->t_connect1 ? chaos_ms(h->t_connect0, h->t_connect1) : -1.0,
+			(long long)nd, atomic_load(&h->err), (long long)h->err_seq,
+			h->inflight_at_close, chaos_ms(0, h->close_ns[0]),
+			chaos_ms(0, h->close_ns[1]), chaos_ms(0, h->close_ns[2]),
+			chaos_ms(0, h->close_ns[3]), h->close_res[0], h->close_res[1],
+			h->close_res[2], h->close_res[3], h->why[0] ? ": " : "", h->why);
 		for (int64_t s = top - tail + 1 < 0 ? 0 : top - tail + 1; s <= top; s++) {
 			const struct cn_op *op = &h->ops[s];
 			int st = atomic_load_explicit(&op->state, memory_order_acquire);
 
-			cn_put(buf, len, &at,
-			       "  op %lld: %s res %d size %d sum %016llx post %.1f done %.1f ms\n",
-			       (long long)s, st == 2 ? "done" : "posted", op->res, op->size,
-			       (unsigned long long)op->sum, chaos_ms(g->t0_ns, op->t_post),
-			       st == 2 ? chaos_ms(g->t0_ns, op->t_done) : -1.0);
+			ftcc_appendf(
+				buf, len, &at,
+				"  op %lld: %s res %d size %d sum %016llx post %.1f done %.1f ms\n",
+				(long long)s, st == 2 ? "done" : "posted", op->res, op->size,
+				(unsigned long long)op->sum, chaos_ms(g->t0_ns, op->t_post),
+				st == 2 ? chaos_ms(g->t0_ns, op->t_done) : -1.0);
 		}
 	}
 	return at;
+}
+
+const char *cn_heads_explain(const struct cn_heads *g, size_t log_tail, char *buf, size_t len)
+{
+	size_t at = cn_heads_describe(g, 4, buf, len / 2);
+	char *log = malloc(log_tail + 1);
+
+	for (int i = 0; log && i < g->n && at + 1 < len; i++) {
+		cn_heads_log(g, i, log, log_tail + 1);
+		ftcc_appendf(buf, len, &at, "--- head %d, end of its log:\n%s\n", i, log);
+	}
+	free(log);
+	return buf;
 }

@@ -11,33 +11,18 @@
 #include <sys/wait.h>
 
 #include "chaos_proc.h"
-
-/* Appends printf text to @buf at *@at, never past @len (always NUL-terminated). */
-__attribute__((format(printf, 4, 5))) static void ctl_group_cat(char *buf, size_t len, size_t *at,
-								const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (*at + 1 >= len)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(buf + *at, len - *at, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		*at = *at + (size_t)n < len ? *at + (size_t)n : len - 1;
-}
+#include "ftcc/text.h"
 
 static void ctl_group_mask_str(uint32_t mask, char *buf, size_t len)
 {
 	size_t at = 0;
 
 	buf[0] = '\0';
-	ctl_group_cat(buf, len, &at, "{");
+	ftcc_appendf(buf, len, &at, "{");
 	for (int i = 0; i < 32; i++)
 		if (mask & (1u << i))
-			ctl_group_cat(buf, len, &at, "%s%d", at > 1 ? "," : "", i);
-	ctl_group_cat(buf, len, &at, "}");
+			ftcc_appendf(buf, len, &at, "%s%d", at > 1 ? "," : "", i);
+	ftcc_appendf(buf, len, &at, "}");
 }
 
 double ctl_group_report(const struct ctl_group *g, const char *what, int64_t t_fault_ns,
@@ -58,7 +43,7 @@ double ctl_group_report(const struct ctl_group *g, const char *what, int64_t t_f
 			continue;
 		e = r ? ctl_group_find(r, mask, min_epoch) : NULL;
 		if (!e) {
-			ctl_group_cat(late, sizeof(late), &at, " %d", i);
+			ftcc_appendf(late, sizeof(late), &at, " %d", i);
 			continue;
 		}
 		epoch = e->epoch;
@@ -252,8 +237,8 @@ size_t ctl_group_describe(const struct ctl_group *g, char *buf, size_t len)
 	buf[0] = '\0';
 	if (!g->sh)
 		return 0;
-	ctl_group_cat(buf, len, &at, "group %s (%d members, timeout %d ms)\n", g->name, g->n,
-		      g->timeout_ms);
+	ftcc_appendf(buf, len, &at, "group %s (%d members, timeout %d ms)\n", g->name, g->n,
+		     g->timeout_ms);
 	for (int ri = 0; ri < g->nruns; ri++) {
 		const struct ctl_group_run *r = &g->sh->run[ri];
 		struct ctl_group_state st;
@@ -261,7 +246,7 @@ size_t ctl_group_describe(const struct ctl_group *g, char *buf, size_t len)
 
 		ctl_group_run_state(r, &st);
 		ctl_group_exit_str(g, ri, how, sizeof(how));
-		ctl_group_cat(
+		ftcc_appendf(
 			buf, len, &at,
 			"  member %d (pid %d%s, %s, create %d, incarnation %#llx): %s at "
 			"%.1f ms, reason \"%s\"\n   ",
@@ -273,12 +258,12 @@ size_t ctl_group_describe(const struct ctl_group *g, char *buf, size_t len)
 			const struct ctl_group_epoch *e = &r->epochs[k];
 
 			ctl_group_mask_str(e->mask, ids, sizeof(ids));
-			ctl_group_cat(buf, len, &at, " epoch %llu%s coord %d at %.1f ms;",
-				      (unsigned long long)e->epoch, ids,
-				      e->coord == CTL_NO_MEMBER ? -1 : (int)e->coord,
-				      chaos_ms(g->t0_ns, e->t_ns));
+			ftcc_appendf(buf, len, &at, " epoch %llu%s coord %d at %.1f ms;",
+				     (unsigned long long)e->epoch, ids,
+				     e->coord == CTL_NO_MEMBER ? -1 : (int)e->coord,
+				     chaos_ms(g->t0_ns, e->t_ns));
 		}
-		ctl_group_cat(buf, len, &at, "\n");
+		ftcc_appendf(buf, len, &at, "\n");
 	}
 	return at;
 }

@@ -13,6 +13,7 @@
 
 #include "chaos_proc.h"
 #include "ftcc/reduce.h"
+#include "ftcc/text.h"
 
 enum ftcc_degraded ft_policy(const struct ft_group *g)
 {
@@ -503,23 +504,6 @@ int ft_group_invariants(const struct ft_group *g, uint32_t steady, char *why, si
 	return checked;
 }
 
-static void ft_put(char *buf, size_t len, size_t *at, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static void ft_put(char *buf, size_t len, size_t *at, const char *fmt, ...)
-{
-	va_list ap;
-	int k;
-
-	if (*at + 1 >= len)
-		return;
-	va_start(ap, fmt);
-	k = vsnprintf(buf + *at, len - *at, fmt, ap);
-	va_end(ap);
-	if (k > 0)
-		*at = *at + (size_t)k < len ? *at + (size_t)k : len - 1;
-}
-
 size_t ft_group_describe(const struct ft_group *g, int tail, char *buf, size_t len)
 {
 	size_t at = 0;
@@ -528,34 +512,36 @@ size_t ft_group_describe(const struct ft_group *g, int tail, char *buf, size_t l
 		buf[0] = '\0';
 	if (!g->sh)
 		return 0;
-	ft_put(buf, len, &at, "group %s of %d, limit %llu\n", g->name, g->n,
-	       (unsigned long long)atomic_load(&g->sh->limit));
+	ftcc_appendf(buf, len, &at, "group %s of %d, limit %llu\n", g->name, g->n,
+		     (unsigned long long)atomic_load(&g->sh->limit));
 	for (int k = 0; k < g->nruns; k++) {
 		const struct ft_run *r = &g->sh->run[k];
 		int64_t top = atomic_load(&r->last_seq), from = top - tail + 1;
 
-		ft_put(buf, len, &at,
-		       "process %d: member %d pid %d%s%s%s%s created %d, last op %lld, %llu done, "
-		       "ended %d rc %d (%s) \"%s\"%s\n",
-		       k, r->member, (int)r->pid, r->join ? " join" : "",
-		       r->catchup ? " catchup" : "", r->fault[0] ? " fault " : "", r->fault,
-		       atomic_load(&r->created), (long long)top,
-		       (unsigned long long)atomic_load(&r->ndone), atomic_load(&r->ended),
-		       atomic_load(&r->end_rc), ftcc_strerror(atomic_load(&r->end_rc)),
-		       r->last_error, g->exit_status[k] != -1 ? " (gone)" : "");
+		ftcc_appendf(
+			buf, len, &at,
+			"process %d: member %d pid %d%s%s%s%s created %d, last op %lld, %llu done, "
+			"ended %d rc %d (%s) \"%s\"%s\n",
+			k, r->member, (int)r->pid, r->join ? " join" : "",
+			r->catchup ? " catchup" : "", r->fault[0] ? " fault " : "", r->fault,
+			atomic_load(&r->created), (long long)top,
+			(unsigned long long)atomic_load(&r->ndone), atomic_load(&r->ended),
+			atomic_load(&r->end_rc), ftcc_strerror(atomic_load(&r->end_rc)),
+			r->last_error, g->exit_status[k] != -1 ? " (gone)" : "");
 		for (int64_t s = from < 0 ? 0 : from; s <= top + 1 && s < FT_GROUP_MAX_SEQ; s++) {
 			const struct ft_op *op = &r->ops[s];
 			int st = atomic_load_explicit(&op->state, memory_order_acquire);
 
 			if (st == FT_OP_NONE)
 				continue;
-			ft_put(buf, len, &at,
-			       "  op %lld: %s rc %d epoch %llu set %#x n %u attempts %u resumed %d "
-			       "scale %g start %.1f done %.1f ms\n",
-			       (long long)s, st == FT_OP_DONE ? "done" : "started", op->rc,
-			       (unsigned long long)op->epoch, op->mask, op->ncontrib, op->attempts,
-			       op->resumed, op->scale, chaos_ms(g->t0_ns, op->t_start),
-			       st == FT_OP_DONE ? chaos_ms(g->t0_ns, op->t_done) : -1.0);
+			ftcc_appendf(
+				buf, len, &at,
+				"  op %lld: %s rc %d epoch %llu set %#x n %u attempts %u resumed %d "
+				"scale %g start %.1f done %.1f ms\n",
+				(long long)s, st == FT_OP_DONE ? "done" : "started", op->rc,
+				(unsigned long long)op->epoch, op->mask, op->ncontrib, op->attempts,
+				op->resumed, op->scale, chaos_ms(g->t0_ns, op->t_start),
+				st == FT_OP_DONE ? chaos_ms(g->t0_ns, op->t_done) : -1.0);
 		}
 	}
 	return at;
