@@ -108,7 +108,7 @@ int algo_progress(struct algo_att *a, struct algo_waiter *w, struct dp_xfer *x, 
 
 	rc = dp_progress(a->dp, x, n, ALGO_WAIT_MS, &bad);
 	if (rc < 0) {
-		if (rc == -EPIPE || rc == -EPROTO || rc == -EHOSTUNREACH) {
+		if (rc == -EPIPE || rc == -EPROTO || rc == -EHOSTUNREACH || rc == -EBADE) {
 			a->bad_peer = bad;
 		}
 		if (rc != -ECANCELED) {
@@ -162,6 +162,7 @@ void algo_xfer_init(const struct algo_att *a, struct dp_xfer *x, uint32_t peer, 
 	};
 	x->buf = buf;
 	x->len = len;
+	x->shape = a->shape;
 }
 
 enum ftcc_redop algo_accum_op(enum ftcc_redop op)

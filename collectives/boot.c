@@ -170,7 +170,8 @@ int boot_group_check(const struct boot_handle *hs, uint32_t n, char *name, size_
 			snprintf(why, why_len,
 				 "node %u (%s) runs with other FTCC_DEGRADED / FTCC_ALGO / "
 				 "FTCC_RD_MAX_BYTES / FTCC_SEGMENT_BYTES / FTCC_COORDINATOR / "
-				 "FTCC_COLLNET_MIN_NODES settings than node 0 (%s)",
+				 "FTCC_COLLNET_MIN_NODES / FTCC_COLLNET_MIN_PERCENT settings than "
+				 "node 0 (%s)",
 				 i, boot_handle_addr(&hs[i], a, sizeof(a)),
 				 boot_handle_addr(&hs[0], b, sizeof(b)));
 			return -EINVAL;
@@ -199,8 +200,13 @@ int boot_group_check(const struct boot_handle *hs, uint32_t n, char *name, size_
 uint32_t boot_settings_digest(void)
 {
 	static const enum ftcc_setting_id ids[] = {
-		FTCC_SET_DEGRADED,	FTCC_SET_ALGO,	      FTCC_SET_RD_MAX_BYTES,
-		FTCC_SET_SEGMENT_BYTES, FTCC_SET_COORDINATOR, FTCC_SET_COLLNET_MIN_NODES,
+		FTCC_SET_DEGRADED,
+		FTCC_SET_ALGO,
+		FTCC_SET_RD_MAX_BYTES,
+		FTCC_SET_SEGMENT_BYTES,
+		FTCC_SET_COORDINATOR,
+		FTCC_SET_COLLNET_MIN_NODES,
+		FTCC_SET_COLLNET_MIN_PERCENT,
 	};
 	uint32_t h = FNV32_BASIS;
 

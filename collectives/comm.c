@@ -60,6 +60,8 @@ FTCC_API const char *ftcc_strerror(int err)
 		return "aborted";
 	case FTCC_ERR_BUSY:
 		return "too many ops in flight";
+	case FTCC_ERR_MISMATCH:
+		return "members called the op with different shapes";
 	default:
 		return "unknown error";
 	}
@@ -569,7 +571,7 @@ static int start(struct ftcc_comm *c, const void *sendbuf, void *recvbuf, size_t
 	struct ftcc_request *r;
 
 	if (!c || !req || (unsigned)dtype >= FTCC_DTYPE_COUNT || (unsigned)op >= FTCC_REDOP_COUNT ||
-	    (count && (!sendbuf || !recvbuf)) || count > SIZE_MAX / 8) {
+	    (count && (!sendbuf || !recvbuf)) || count > FTCC_MAX_COUNT) {
 		return FTCC_ERR_INVALID;
 	}
 	if (sendbuf != recvbuf && count) {

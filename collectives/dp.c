@@ -16,6 +16,7 @@
 
 #include "dp_int.h"
 #include "ftcc/log.h"
+#include "ftcc/ports.h"
 #include "ftcc/settings.h"
 #include "ftcc/sys.h"
 #include "ftcc/tcp_dev.h"
@@ -115,8 +116,10 @@ static int dp_listen(struct dp *dp)
 		return -errno;
 	setsockopt(dp->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	dp_sock_opts(dp->lfd); /* buffer sizes before listen(): accepted sockets inherit them */
-	if (ftcc_sys_bind(dp->lfd, (struct sockaddr *)&dp->self_sa, dp->self_salen) < 0 ||
-	    ftcc_sys_listen(dp->lfd, 128) < 0 ||
+	rc = ftcc_bind_listener(dp->lfd, (struct sockaddr *)&dp->self_sa, dp->self_salen);
+	if (rc)
+		return rc;
+	if (ftcc_sys_listen(dp->lfd, 128) < 0 ||
 	    getsockname(dp->lfd, (struct sockaddr *)&ss, &sslen) < 0)
 		return -errno;
 	rc = getnameinfo((struct sockaddr *)&ss, sslen, host, sizeof(host), port, sizeof(port),
@@ -332,6 +335,15 @@ static void dp_flush_tails(struct dp *dp)
 	}
 }
 
+/* Whether the call still has a transfer with peer @pidx that is not done. */
+static int dp_peer_open(const struct dp *dp, const struct dp_call *call, uint32_t pidx)
+{
+	for (int i = 0; i < call->n; i++)
+		if (dp->xpeer[i] == pidx && !call->x[i].done)
+			return 1;
+	return 0;
+}
+
 /* One non-blocking pass: accepts, set-ups and I/O of every peer the call has open transfers
  * with. Returns how many transfers remain open, or an error. */
 static int dp_pass(struct dp *dp, struct dp_call *call)
@@ -365,9 +377,12 @@ static int dp_pass(struct dp *dp, struct dp_call *call)
 			rc = dp_conn_io(dp, pe, pidx, call);
 			if (rc == 0)
 				continue;
-			dp_conn_broken(dp, pe,
-				       rc == -EPROTO ? "a malformed or unexpected frame" :
-						       "closed or reset");
+			if (rc != -EBADE) /* a frame of another shape is dropped, not the link */
+				dp_conn_broken(dp, pe,
+					       rc == -EPROTO ? "a malformed or unexpected frame" :
+							       "closed or reset");
+			if (rc == -EPIPE && !dp_peer_open(dp, call, pidx))
+				continue; /* it closed after all this call wanted of it */
 		}
 		*call->bad_peer = pe->id;
 		return rc;
@@ -377,19 +392,51 @@ static int dp_pass(struct dp *dp, struct dp_call *call)
 	return dp_mark_wants(dp, call);
 }
 
-/* Adds @fd with @events to the poll set. 0 or -ENOMEM. */
-static int dp_poll_add(struct dp *dp, int *np, int fd, short events)
+/* Adds @fd with @events to the poll set; @peek: the index of the peer it peeks at
+ * (dp_peek_others), else UINT32_MAX. 0 or -ENOMEM. */
+static int dp_poll_add(struct dp *dp, int *np, int fd, short events, uint32_t peek)
 {
 	if (*np == dp->pfd_cap) {
 		int cap = dp->pfd_cap ? dp->pfd_cap * 2 : 16;
 		struct pollfd *p = realloc(dp->pfd, (size_t)cap * sizeof(*p));
+		uint32_t *k;
 
 		if (!p)
 			return -ENOMEM;
 		dp->pfd = p;
+		k = realloc(dp->pfd_peek, (size_t)cap * sizeof(*k));
+		if (!k)
+			return -ENOMEM;
+		dp->pfd_peek = k;
 		dp->pfd_cap = cap;
 	}
+	dp->pfd_peek[*np] = peek;
 	dp->pfd[(*np)++] = (struct pollfd){ .fd = fd, .events = events };
+	return 0;
+}
+
+/* Reads the next frame header from each connection poll() found readable among those of peers
+ * this call has no transfers with (dp_conn_peek()). 0, or -EBADE with *@call->bad_peer (a
+ * frame of another shape of one of the call's ops). */
+static int dp_peek_others(struct dp *dp, struct dp_call *call, int np)
+{
+	for (int k = 0; k < np; k++) {
+		uint32_t i = dp->pfd_peek[k];
+		struct dp_peer_ent *pe;
+		int rc;
+
+		if (i == UINT32_MAX || !(dp->pfd[k].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		pe = &dp->peers[i];
+		if (!dp_conn_peekable(pe) || pe->conn->fd != dp->pfd[k].fd)
+			continue;
+		rc = dp_conn_peek(dp, pe, i, call);
+		if (rc == -EBADE)
+			return rc;
+		if (rc < 0)
+			dp_conn_broken(dp, pe,
+				       rc == -EPROTO ? "a malformed frame" : "closed or reset");
+	}
 	return 0;
 }
 
@@ -399,11 +446,11 @@ static int dp_wait(struct dp *dp, struct dp_call *call, int64_t wait_ns)
 	int np = 0, rc = 0;
 	int64_t now = dp_now_ns();
 
-	rc |= dp_poll_add(dp, &np, dp->wake, POLLIN);
-	rc |= dp_poll_add(dp, &np, dp->lfd, POLLIN);
+	rc |= dp_poll_add(dp, &np, dp->wake, POLLIN, UINT32_MAX);
+	rc |= dp_poll_add(dp, &np, dp->lfd, POLLIN, UINT32_MAX);
 	for (uint32_t i = 0; i < dp->npending; i++) {
 		if (dp->pending[i]->state == DPC_ACCEPTED)
-			rc |= dp_poll_add(dp, &np, dp->pending[i]->fd, POLLIN);
+			rc |= dp_poll_add(dp, &np, dp->pending[i]->fd, POLLIN, UINT32_MAX);
 	}
 	dp->pass++;
 	for (int i = 0; i < call->n; i++) {
@@ -422,14 +469,22 @@ static int dp_wait(struct dp *dp, struct dp_call *call, int64_t wait_ns)
 			wait_ns = pe->conn->retry_ns - now;
 		ev = dp_conn_events(dp, pe);
 		if (ev)
-			rc |= dp_poll_add(dp, &np, pe->conn->fd, ev);
+			rc |= dp_poll_add(dp, &np, pe->conn->fd, ev, UINT32_MAX);
 	}
-	for (uint32_t i = 0; i < dp->npeers && dp->ntails; i++) {
+	for (uint32_t i = 0; i < dp->npeers; i++) {
 		struct dp_peer_ent *pe = &dp->peers[i];
+		short ev = 0;
+		int peek;
 
-		if (pe->stamp != dp->pass && pe->conn && pe->conn->tail &&
-		    pe->conn->state == DPC_READY)
-			rc |= dp_poll_add(dp, &np, pe->conn->fd, POLLOUT);
+		if (pe->stamp == dp->pass || !pe->conn)
+			continue;
+		if (pe->conn->tail && pe->conn->state == DPC_READY)
+			ev |= POLLOUT;
+		peek = call->n > 0 && dp_conn_peekable(pe);
+		if (peek)
+			ev |= POLLIN; /* a frame of another shape shows in its header */
+		if (ev)
+			rc |= dp_poll_add(dp, &np, pe->conn->fd, ev, peek ? i : UINT32_MAX);
 	}
 	if (rc)
 		return -ENOMEM;
@@ -442,7 +497,7 @@ static int dp_wait(struct dp *dp, struct dp_call *call, int64_t wait_ns)
 		ftcc_warn("dp: poll failed: %m");
 		return -errno;
 	}
-	return 0;
+	return rc > 0 ? dp_peek_others(dp, call, np) : 0;
 }
 
 int dp_progress(struct dp *dp, struct dp_xfer *x, int n, int wait_ms, uint32_t *bad_peer)
@@ -516,7 +571,7 @@ void dp_release(struct dp *dp, const struct dp_xfer *x, int n)
 		size_t hrest = sent < DP_FRAME_HDR ? DP_FRAME_HDR - (size_t)sent : 0;
 		size_t poff = sent > DP_FRAME_HDR ? (size_t)(sent - DP_FRAME_HDR) : 0;
 
-		dp_hdr_encode(hdr, &c->tx_tag, c->tx_len);
+		dp_hdr_encode(hdr, &c->tx_tag, c->tx_len, c->tx_shape);
 		c->tx_partial = 0;
 		if (c->tail || dp_tail_set(dp, c, hdr + DP_FRAME_HDR - hrest, hrest,
 					   (const uint8_t *)x[i].buf + poff, c->tx_len - poff)) {
@@ -562,6 +617,18 @@ int dp_run(struct dp *dp, struct dp_xfer *x, int n, int (*check)(void *arg), voi
 	}
 }
 
+int dp_mismatch(const struct dp *dp, uint64_t *seq, uint32_t *peer, uint64_t *theirs,
+		uint64_t *ours)
+{
+	if (!dp || !dp->mm.seen)
+		return -ENOENT;
+	*seq = dp->mm.seq;
+	*peer = dp->mm.peer;
+	*theirs = dp->mm.theirs;
+	*ours = dp->mm.ours;
+	return 0;
+}
+
 void dp_abort(struct dp *dp)
 {
 	uint64_t one = 1;
@@ -588,5 +655,6 @@ void dp_destroy(struct dp *dp)
 	free(dp->peers);
 	free(dp->xpeer);
 	free(dp->pfd);
+	free(dp->pfd_peek);
 	free(dp);
 }

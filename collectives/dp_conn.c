@@ -70,7 +70,7 @@ static const char *hello_check(const struct dp *dp, const struct dp_hello *h)
 
 void dp_sock_opts(int fd)
 {
-	int one = 1, sz = (int)ftcc_setting_int(FTCC_SET_SOCKBUF);
+	int one = 1, sz = (int)ftcc_setting_int(FTCC_SET_SOCKBUF_BYTES);
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (sz > 0) {
@@ -496,7 +496,7 @@ int dp_conn_watch(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 		uint8_t nop[DP_FRAME_HDR];
 		struct dp_tag t = { .phase = DP_PH_NOP };
 
-		dp_hdr_encode(nop, &t, 0);
+		dp_hdr_encode(nop, &t, 0, 0);
 		pe->rx_ns = now;
 		if (dp_tail_set(dp, c, nop, sizeof(nop), NULL, 0) == 0 && dp_tail_flush(dp, c) < 0)
 			return -EPIPE;

@@ -15,7 +15,7 @@
 #include "ftcc/sys.h"
 #include "ftcc/le.h"
 
-void dp_hdr_encode(uint8_t *p, const struct dp_tag *t, uint64_t len)
+void dp_hdr_encode(uint8_t *p, const struct dp_tag *t, uint64_t len, uint64_t shape)
 {
 	le_put32(p, DP_FRAME_MAGIC);
 	le_put32(p + 4, t->phase);
@@ -24,6 +24,7 @@ void dp_hdr_encode(uint8_t *p, const struct dp_tag *t, uint64_t len)
 	le_put32(p + 24, t->step);
 	le_put32(p + 28, 0);
 	le_put64(p + 32, len);
+	le_put64(p + 40, shape);
 }
 
 /* Decodes the header in @c->rhdr. 0 or -EPROTO. */
@@ -33,13 +34,14 @@ static int hdr_decode(struct dp_conn *c)
 
 	if (le_get32(p) != DP_FRAME_MAGIC || le_get32(p + 28) != 0)
 		return -EPROTO;
-	if (le_get32(p + 4) == DP_PH_NOP && le_get64(p + 32) != 0)
+	if (le_get32(p + 4) == DP_PH_NOP && (le_get64(p + 32) != 0 || le_get64(p + 40) != 0))
 		return -EPROTO;
 	c->rx_tag.phase = le_get32(p + 4);
 	c->rx_tag.seq = le_get64(p + 8);
 	c->rx_tag.epoch = le_get64(p + 16);
 	c->rx_tag.step = le_get32(p + 24);
 	c->rx_len = le_get64(p + 32);
+	c->rx_shape = le_get64(p + 40);
 	c->rx_off = 0;
 	return 0;
 }
@@ -149,6 +151,7 @@ static void tx_note(struct dp_conn *c, struct dp_xfer *x, uint64_t sent)
 	x->off = sent > DP_FRAME_HDR ? (size_t)(sent - DP_FRAME_HDR) : 0;
 	c->tx_partial = 1;
 	c->tx_tag = x->tag;
+	c->tx_shape = x->shape;
 	c->tx_len = x->len;
 	c->tx_buf = x->buf;
 	c->tx_sent = sent;
@@ -202,7 +205,7 @@ static int conn_tx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct 
 			struct dp_xfer *x = fx[f];
 
 			if (fsent[f] < DP_FRAME_HDR) {
-				dp_hdr_encode(hdrs[f], &x->tag, x->len);
+				dp_hdr_encode(hdrs[f], &x->tag, x->len, x->shape);
 				iov[niov].iov_base = hdrs[f] + fsent[f];
 				iov[niov++].iov_len = DP_FRAME_HDR - fsent[f];
 			}
@@ -263,14 +266,53 @@ static struct dp_xfer *rx_match(struct dp *dp, struct dp_conn *c, uint32_t pidx,
 	return NULL;
 }
 
+/* A transfer of this call of the op of @c's frame that carries another shape than the frame,
+ * or NULL. Frames and transfers without a shape are not checked. */
+static const struct dp_xfer *rx_shape_clash(const struct dp_conn *c, const struct dp_call *call)
+{
+	if (!c->rx_shape)
+		return NULL;
+	for (int i = 0; i < call->n; i++) {
+		const struct dp_xfer *x = &call->x[i];
+
+		if (x->tag.seq == c->rx_tag.seq && x->shape && x->shape != c->rx_shape)
+			return x;
+	}
+	return NULL;
+}
+
+/* Drops the frame whose header @c holds because its shape clashes with @x's; records it. */
+static int rx_mismatch(struct dp *dp, struct dp_peer_ent *pe, const struct dp_xfer *x,
+		       struct dp_call *call)
+{
+	struct dp_conn *c = pe->conn;
+
+	if (!dp->mm.seen || dp->mm.seq != c->rx_tag.seq || dp->mm.peer != pe->id)
+		ftcc_info("dp: member %u sent a frame of op %llu with shape %#llx where this "
+			  "member's is %#llx: dropped",
+			  pe->id, (unsigned long long)c->rx_tag.seq,
+			  (unsigned long long)c->rx_shape, (unsigned long long)x->shape);
+	dp->mm.seen = 1;
+	dp->mm.peer = pe->id;
+	dp->mm.seq = c->rx_tag.seq;
+	dp->mm.theirs = c->rx_shape;
+	dp->mm.ours = x->shape;
+	c->rx_mode = DPR_DROP;
+	*call->bad_peer = pe->id;
+	return -EBADE;
+}
+
 /* Decides what to do with a frame whose header is read. 1 to go on reading, 0 to stop, or
- * -EPROTO. */
+ * -EPROTO, or -EBADE (a shape mismatch: the frame is being dropped). */
 static int rx_dispatch(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_call *call)
 {
 	struct dp_conn *c = pe->conn;
 	int stale;
 	struct dp_xfer *x = rx_match(dp, c, pidx, call, &stale);
+	const struct dp_xfer *clash = stale ? NULL : rx_shape_clash(c, call);
 
+	if (clash)
+		return rx_mismatch(dp, pe, clash, call);
 	if (x) {
 		if (x->len != c->rx_len) {
 			ftcc_warn("dp: member %u sent %llu bytes for a receive of %zu (tag "
@@ -298,8 +340,10 @@ static int rx_dispatch(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, str
 	return 0;
 }
 
-/* Reads frames from @pe while receives of this call can take them. 0 or -EPIPE/-EPROTO. */
-static int conn_rx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_call *call)
+/* Reads frames from @pe while receives of this call can take them; with @peek, only up to the
+ * next header (the call has no receive from @pe). 0 or -EPIPE/-EPROTO/-EBADE. */
+static int conn_rx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_call *call,
+		   int peek)
 {
 	struct dp_conn *c = pe->conn;
 	size_t budget = DP_RX_BUDGET; /* then other connections get their turn */
@@ -307,7 +351,7 @@ static int conn_rx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct 
 	int rc;
 
 	for (;;) {
-		if (budget == 0)
+		if (budget == 0 || (peek && c->rx_mode == DPR_WAIT))
 			return 0;
 		switch (c->rx_mode) {
 		case DPR_HDR:
@@ -389,6 +433,20 @@ int dp_conn_io(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_c
 		return io_error(pe, -1, "send");
 	}
 	if (pe->want_rx && !(pe->conn->rx_mode == DPR_WAIT && pe->conn->rx_blocked))
-		return conn_rx(dp, pe, pidx, call);
+		return conn_rx(dp, pe, pidx, call, 0);
 	return 0;
+}
+
+int dp_conn_peekable(const struct dp_peer_ent *pe)
+{
+	const struct dp_conn *c = pe->conn;
+
+	return c && c->state == DPC_READY && (c->rx_mode == DPR_HDR || c->rx_mode == DPR_DROP);
+}
+
+int dp_conn_peek(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_call *call)
+{
+	if (!dp_conn_peekable(pe))
+		return 0;
+	return conn_rx(dp, pe, pidx, call, 1);
 }

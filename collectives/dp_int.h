@@ -15,15 +15,15 @@
 #include "ftcc/dp.h"
 
 /* HELLO, 40 bytes little-endian: magic "FTDP"(4) version(2) reserved(2) group(8) from id(4)
- * to id(4) from incarnation(8) to incarnation(8). */
+ * to id(4) from incarnation(8) to incarnation(8). Version 2: frame headers carry the shape. */
 #define DP_HELLO_MAGIC 0x50445446u /* "FTDP" */
-#define DP_HELLO_VERSION 1
+#define DP_HELLO_VERSION 2
 #define DP_HELLO_SIZE 40
 
-/* Frame header, 40 bytes little-endian: magic "FTDF"(4) phase(4) seq(8) epoch(8) step(4)
- * reserved(4) payload length(8). */
+/* Frame header, 48 bytes little-endian: magic "FTDF"(4) phase(4) seq(8) epoch(8) step(4)
+ * reserved(4) payload length(8) shape(8). */
 #define DP_FRAME_MAGIC 0x46445446u /* "FTDF" */
-#define DP_FRAME_HDR 40
+#define DP_FRAME_HDR 48
 
 #define DP_PENDING_MAX 64	/* accepted connections not yet tied to a peer */
 #define DP_PENDING_MS 5000	/* how long one may stay so */
@@ -68,6 +68,7 @@ struct dp_conn {
 	uint8_t rhdr[DP_FRAME_HDR];
 	uint32_t rhdr_off;
 	struct dp_tag rx_tag; /* of the frame whose header was read */
+	uint64_t rx_shape;    /* and its shape */
 	uint64_t rx_len, rx_off;
 	void *rx_buf;	      /* DPR_BODY: destination (the bound receive's buffer) */
 	struct dp_xfer *rx_x; /* DPR_BODY: the receive, valid while bind_gen is the call's */
@@ -76,6 +77,7 @@ struct dp_conn {
 	/* send side: the frame partly written, if any */
 	int tx_partial;
 	struct dp_tag tx_tag;
+	uint64_t tx_shape;
 	size_t tx_len;
 	const void *tx_buf;
 	uint64_t tx_sent; /* header and payload bytes written */
@@ -120,7 +122,13 @@ struct dp {
 	uint32_t *xpeer; /* per transfer of the current call: index into @peers */
 	int xpeer_cap;
 	struct pollfd *pfd;
+	uint32_t *pfd_peek; /* per pfd entry: the peer index it peeks at, or UINT32_MAX */
 	int pfd_cap;
+	struct { /* the last shape mismatch (dp_mismatch()) */
+		int seen;
+		uint32_t peer;
+		uint64_t seq, theirs, ours;
+	} mm;
 	uint8_t scratch[DP_SCRATCH];
 };
 
@@ -142,7 +150,7 @@ struct dp_peer_ent *dp_peer_find(struct dp *dp, uint32_t id);
 /* Closes @c's socket and frees it (its tail too). NULL is a no-op. */
 void dp_conn_free(struct dp *dp, struct dp_conn *c);
 
-/* Sets the socket options every data socket gets (TCP_NODELAY, FTCC_SOCKBUF). */
+/* Sets the socket options every data socket gets (TCP_NODELAY, FTCC_SOCKBUF_BYTES). */
 void dp_sock_opts(int fd);
 
 /* Makes @c's tail the @len bytes at @hdr (NULL: none) followed by @len2 bytes at @buf, copied.
@@ -152,8 +160,8 @@ int dp_tail_set(struct dp *dp, struct dp_conn *c, const void *hdr, size_t len, c
 /* Writes what the socket takes of @c's tail. 1 when none is left, 0 when the socket is full,
  * -EPIPE when the connection broke. */
 int dp_tail_flush(struct dp *dp, struct dp_conn *c);
-/* Encodes a frame header for @t and @len into @p (DP_FRAME_HDR bytes). */
-void dp_hdr_encode(uint8_t *p, const struct dp_tag *t, uint64_t len);
+/* Encodes a frame header for @t, @len and @shape into @p (DP_FRAME_HDR bytes). */
+void dp_hdr_encode(uint8_t *p, const struct dp_tag *t, uint64_t len, uint64_t shape);
 
 /* Accepts new connections and reads pending HELLOs; adopts those the epoch names. 0, or -EPIPE
  * (*@call->bad_peer) when an adopted connection replaced one that this call was using. */
@@ -182,5 +190,13 @@ int dp_conn_io(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_c
 
 /* Poll events @pe's connection waits for in this call (0: none). */
 short dp_conn_events(const struct dp *dp, const struct dp_peer_ent *pe);
+
+/* Reads what @pe's ready connection holds while the call has no transfers with it: the header
+ * of the next frame (checked against the call's shapes; the frame then waits for its receive),
+ * or the rest of a dropped payload. 0, -EBADE (a shape mismatch: the frame is dropped), or
+ * -EPIPE/-EPROTO (the caller closes the connection). */
+int dp_conn_peek(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_call *call);
+/* Whether dp_conn_peek() has something to read on @pe's connection (poll for POLLIN). */
+int dp_conn_peekable(const struct dp_peer_ent *pe);
 
 #endif

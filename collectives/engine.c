@@ -231,6 +231,18 @@ static int self_contributes(const struct ctl_epoch *e)
 	return !!(e->members[e->self_index].flags & CTL_MF_CONTRIB);
 }
 
+uint64_t eng_shape(const struct ftcc_request *r)
+{
+	return 1u | (uint64_t)r->dtype << 8 | (uint64_t)r->op << 16 | (uint64_t)r->count << 24;
+}
+
+void eng_shape_text(uint64_t shape, char *buf, size_t len)
+{
+	snprintf(buf, len, "%llu x %s %s", (unsigned long long)(shape >> 24),
+		 ftcc_dtype_name((enum ftcc_dtype)(shape >> 8 & 0xff)),
+		 ftcc_redop_name((enum ftcc_redop)(shape >> 16 & 0xff)));
+}
+
 /* Runs a fresh attempt of @r among the members of @e. */
 static int run_attempt(struct ftcc_comm *c, struct ftcc_request *r, const struct ctl_epoch *e,
 		       const void *input, struct eng_att *att, uint32_t *bad_peer)
@@ -248,6 +260,7 @@ static int run_attempt(struct ftcc_comm *c, struct ftcc_request *r, const struct
 		ids[i] = e->members[i].id;
 	}
 	memset(att, 0, sizeof(*att));
+	att->shape = eng_shape(r);
 	att->valid = 1;
 	att->epoch = e->epoch;
 	att->algo = algo_choose(bytes, e->nmembers);
@@ -276,6 +289,7 @@ static int run_attempt(struct ftcc_comm *c, struct ftcc_request *r, const struct
 	a.count = r->count;
 	a.dtype = r->dtype;
 	a.op = r->op == FTCC_AVG ? FTCC_SUM : r->op;
+	a.shape = att->shape;
 	a.scratch = c->scratch;
 	a.have = att->have;
 	a.check = eng_check;
@@ -295,6 +309,8 @@ static enum ctl_evidence evidence_of(int rc)
 		return CTL_EV_LINK;
 	case -EHOSTUNREACH: /* no connection to the peer for the failure timeout */
 		return CTL_EV_CUT;
+	case -EBADE: /* the peer called the op with another shape: the group must end it */
+		return CTL_EV_SHAPE;
 	default:
 		return 0;
 	}
@@ -327,7 +343,11 @@ static int after_failure(struct ftcc_comm *c, uint64_t seq, uint64_t epoch, int 
 		eng_set_error(c, "op %llu: %s", (unsigned long long)seq, strerror(-rc));
 		return FTCC_ERR_SYSTEM;
 	}
-	if (ev) {
+	if (ev == CTL_EV_SHAPE) {
+		ftcc_info("engine: op %llu in epoch %llu: member %u called it with another shape; "
+			  "asking for an epoch that ends it on every member",
+			  (unsigned long long)seq, (unsigned long long)epoch, bad_peer);
+	} else if (ev) {
 		ftcc_info("engine: op %llu in epoch %llu: the data link to member %u failed (%s); "
 			  "asking for another attempt",
 			  (unsigned long long)seq, (unsigned long long)epoch, bad_peer,
@@ -432,13 +452,47 @@ static void remember(struct ftcc_comm *c, const struct ftcc_request *r, const st
 	d->att = *att;
 	d->reported = epoch;
 	d->copy = NULL;
-	if (keep && bytes && grow(&c->copybuf[k], &c->copycap[k], bytes) == 0) {
+	if (keep && !bytes) {
+		/* A result of no bytes: nothing to keep, and the member can still serve it (any
+		 * pointer does; nothing is read through it). */
+		d->copy = d;
+		d->count = 0;
+		d->dtype = r->dtype;
+	} else if (keep && grow(&c->copybuf[k], &c->copycap[k], bytes) == 0) {
 		d->copy = c->copybuf[k];
 		c->copyowner[k] = d;
 		memcpy(d->copy, r->recvbuf, bytes);
 		d->count = r->count;
 		d->dtype = r->dtype;
 	}
+}
+
+/* The members called op @r with different shapes (decision @d, whose mismatch fields every
+ * member of the epoch computed alike; @att is this member's, marked): the op fails here as on
+ * every member, an in-place buffer gets its input back, and the op is remembered so that a
+ * later epoch reopening it ends it the same way. */
+static void end_mismatch(struct ftcc_comm *c, struct ftcc_request *r, const struct rs_decision *d,
+			 const struct eng_att *att, uint64_t epoch)
+{
+	size_t bytes = r->count * ftcc_dtype_size(r->dtype);
+	char sa[64], sb[64];
+
+	eng_shape_text(d->mm_shape[0], sa, sizeof(sa));
+	eng_shape_text(d->mm_shape[1], sb, sizeof(sb));
+	eng_set_error(c,
+		      "op %llu: members called it with different shapes: member %u with %s, "
+		      "member %u with %s; it failed on every member",
+		      (unsigned long long)r->seq, d->mm_id[0], sa, d->mm_id[1], sb);
+	ftcc_warn("engine: group %s: %s", c->group, c->last_error);
+	if (r->sendbuf == r->recvbuf && bytes) {
+		memcpy(r->recvbuf, c->keep, bytes);
+	}
+	remember(c, r, att, epoch, 0);
+	memset(&r->rec, 0, sizeof(r->rec));
+	r->rec.seq = r->seq;
+	r->rec.epoch = epoch;
+	r->rec.size = c->size;
+	r->result = FTCC_ERR_MISMATCH;
 }
 
 static void warn_epoch(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq)
@@ -463,10 +517,10 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 {
 	size_t bytes = r->count * ftcc_dtype_size(r->dtype);
 	const void *input = r->sendbuf;
-	struct eng_att att = { 0 };
+	struct eng_att att = { .shape = eng_shape(r) };
 	struct rs_decision d;
 	uint64_t last_epoch = 0;
-	int attempts = 0, resumed = 0, two_rd = 0, rc;
+	int attempts = 0, resumed = 0, two_rd = 0, warn_due = 0, rc;
 
 	if (r->sendbuf == r->recvbuf && bytes) {
 		/* In place: the input is kept until the op is settled, for a redo. */
@@ -509,7 +563,7 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 		}
 		ep = e->epoch;
 		if (last_epoch && ep != last_epoch) {
-			warn_epoch(c, e, r->seq);
+			warn_due = 1; /* once the exchange decided: a mismatch is no continuation */
 			ftcc_fault("epoch", r->seq, 0);
 		}
 		last_epoch = ep;
@@ -525,6 +579,10 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 		} else if (rc == 0) {
 			d.kind = RS_RUN;
 		}
+		if (warn_due && (rc || d.kind != RS_MISMATCH)) {
+			warn_epoch(c, e, r->seq);
+			warn_due = 0;
+		}
 		if (rc == 0) {
 			switch (d.kind) {
 			case RS_RUN:
@@ -535,6 +593,7 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 			case RS_DONE:
 				if (!att.valid || att.epoch != d.att_epoch) {
 					memset(&att, 0, sizeof(att));
+					att.shape = eng_shape(r);
 				}
 				att.valid = 1;
 				att.epoch = d.att_epoch;
@@ -545,7 +604,7 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 				if (d.kind == RS_FINISH) {
 					resumed = 1;
 					ftcc_fault("fill", r->seq, 0);
-					rc = eng_fill(c, pe, r->seq, r, &d, &bad);
+					rc = eng_fill(c, pe, r->seq, r, &d, att.shape, &bad);
 					if (rc == 0) {
 						for (uint32_t k = 0; k < att.nchunks; k++) {
 							algo_have_set(att.have, k);
@@ -556,14 +615,32 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 					bad = c->rank;
 				}
 				break;
+			case RS_MISMATCH:
+				/* Decided: said in every later report on this op. It returns once
+				 * every member decided too (the have notices, without a shape: the
+				 * members' differ), so a member that leaves after returning leaves
+				 * nobody undecided to finish the op some other way. */
+				att.mismatch = 1;
+				att.mm_id = d.mm_id[att.shape == d.mm_shape[0]];
+				att.mm_shape = d.mm_shape[att.shape == d.mm_shape[0]];
+				/* a member that returned it waited for every decision: no
+				 * notices now (it would send none) */
+				rc = d.mm_ended ? 0 : eng_have(c, pe, r->seq, 0, &bad);
+				if (rc == 0) {
+					ctl_epoch_put(e);
+					end_mismatch(c, r, &d, &att, ep);
+					return;
+				}
+				break;
 			}
 		}
 		/* Two members of a recursive doubling op return at once: each keeps a copy of
 		 * the result for the other instead (remember()). */
 		two_rd = pe && pe->nmembers == 2 && att.algo == ALGO_RD;
-		if (rc == 0 && d.kind != RS_DONE && pe->nmembers >= 2 && !two_rd) {
+		if (rc == 0 && d.kind != RS_DONE && d.kind != RS_MISMATCH && pe->nmembers >= 2 &&
+		    !two_rd) {
 			ftcc_fault("have", r->seq, 0);
-			rc = eng_have(c, pe, r->seq, &bad);
+			rc = eng_have(c, pe, r->seq, att.shape, &bad);
 		}
 		ctl_epoch_put(e);
 		if (rc == 0) {

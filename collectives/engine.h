@@ -42,8 +42,12 @@ struct ftcc_request {
 
 /* What this member holds of op's current attempt. */
 struct eng_att {
-	int valid;	/* took part in an attempt */
-	uint64_t epoch; /* its epoch */
+	uint64_t shape;	   /* the op's shape as this member called it (eng_shape()), always set */
+	int mismatch;	   /* the op ended with a shape mismatch (then nothing below counts) */
+	uint32_t mm_id;	   /* mismatch: a member whose shape differs from this member's */
+	uint64_t mm_shape; /* and its shape */
+	int valid;	   /* took part in an attempt */
+	uint64_t epoch;	   /* its epoch */
 	enum algo_id algo;
 	uint32_t nchunks;
 	uint32_t ncontrib;
@@ -112,6 +116,12 @@ struct ftcc_comm {
 	char last_error[256]; /* under mu */
 };
 
+/* The shape of op @r as every data frame and resume report carries it (dp.h, resume.h): kind 1
+ * (allreduce) in bits 0-7, the type in 8-15, the operator in 16-23, the count in 24-63. */
+uint64_t eng_shape(const struct ftcc_request *r);
+/* "@count x @type @op" of @shape into @buf. */
+void eng_shape_text(uint64_t shape, char *buf, size_t len);
+
 /* Runs op @r to its end (any number of attempts); fills r->result and r->rec. Executor only. */
 void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r);
 
@@ -171,9 +181,10 @@ int eng_exchange(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq,
 /* Pushes and receives the chunks of attempt @d that members of @e lack (reports from the
  * exchange). 0 or an error. */
 int eng_fill(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, struct ftcc_request *r,
-	     const struct rs_decision *d, uint32_t *bad_peer);
+	     const struct rs_decision *d, uint64_t shape, uint32_t *bad_peer);
 
-/* The have notices of op @seq among the members of @e. 0 or an error. */
-int eng_have(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, uint32_t *bad_peer);
+/* The have notices of op @seq (of @shape) among the members of @e. 0 or an error. */
+int eng_have(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, uint64_t shape,
+	     uint32_t *bad_peer);
 
 #endif

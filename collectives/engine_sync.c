@@ -43,6 +43,14 @@ static void report_of(const struct eng_att *att, uint32_t id, uint64_t seq, uint
 	memset(r, 0, sizeof(*r));
 	r->id = id;
 	r->seq = seq;
+	r->shape = att->shape;
+	if (att->mismatch) {
+		/* what it held of the op does not matter any more; COMPLETED: it returned it */
+		r->flags = RS_F_MISMATCH | (flags & RS_F_COMPLETED);
+		r->mm_id = att->mm_id;
+		r->mm_shape = att->mm_shape;
+		return;
+	}
 	if (att->valid) {
 		r->flags = RS_F_ATTEMPT | flags;
 		r->att_epoch = att->epoch;
@@ -113,9 +121,10 @@ int eng_exchange(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq,
 		} else {
 			ftcc_info("engine: op %llu in epoch %llu: %s (attempt of epoch %llu)",
 				  (unsigned long long)seq, (unsigned long long)e->epoch,
-				  d->kind == RS_RUN    ? "run" :
-				  d->kind == RS_FINISH ? "finish" :
-							 "done",
+				  d->kind == RS_RUN	 ? "run" :
+				  d->kind == RS_FINISH	 ? "finish" :
+				  d->kind == RS_MISMATCH ? "shape mismatch" :
+							   "done",
 				  (unsigned long long)d->att_epoch);
 			ftcc_fault("decide", seq, 0);
 		}
@@ -135,7 +144,7 @@ static int holds(const struct rs_report *r, const struct rs_decision *d, uint32_
 }
 
 int eng_fill(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, struct ftcc_request *r,
-	     const struct rs_decision *d, uint32_t *bad_peer)
+	     const struct rs_decision *d, uint64_t shape, uint32_t *bad_peer)
 {
 	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, ch, i;
 	size_t esz = ftcc_dtype_size(r->dtype), cap = 16, nx = 0;
@@ -156,7 +165,8 @@ int eng_fill(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, struc
 		for (i = 0; i < n; i++) {
 			struct dp_xfer t = { .tag = tag_of(seq, e->epoch, DP_PH_FILL, ch),
 					     .buf = (char *)r->recvbuf + off * esz,
-					     .len = len * esz };
+					     .len = len * esz,
+					     .shape = shape };
 
 			if (holds(&c->reports[i], d, ch) || i == prov) {
 				continue;
@@ -188,7 +198,8 @@ int eng_fill(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, struc
 	return rc;
 }
 
-int eng_have(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, uint32_t *bad_peer)
+int eng_have(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, uint64_t shape,
+	     uint32_t *bad_peer)
 {
 	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, i;
 	uint64_t *vals = calloc((size_t)n + 1, sizeof(uint64_t));
@@ -205,16 +216,20 @@ int eng_have(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, uint3
 		if (i == self) {
 			continue;
 		}
+		/* with the shape: an op whose data phase moved nothing (no elements) is
+		 * checked here, among all of its members */
 		x[nx++] = (struct dp_xfer){ .peer = e->members[i].id,
 					    .dir = DP_SEND,
 					    .tag = tag_of(seq, e->epoch, DP_PH_HAVE, 0),
 					    .buf = &vals[n],
-					    .len = sizeof(uint64_t) };
+					    .len = sizeof(uint64_t),
+					    .shape = shape };
 		x[nx++] = (struct dp_xfer){ .peer = e->members[i].id,
 					    .dir = DP_RECV,
 					    .tag = tag_of(seq, e->epoch, DP_PH_HAVE, 0),
 					    .buf = &vals[i],
-					    .len = sizeof(uint64_t) };
+					    .len = sizeof(uint64_t),
+					    .shape = shape };
 	}
 	rc = run_xfers(c, x, nx, seq, e->epoch, bad_peer);
 	free(vals);
@@ -234,7 +249,7 @@ static int serve_done(struct ftcc_comm *c, const struct ctl_epoch *e, struct eng
 	int rc = eng_exchange(c, e, dn->seq, &dn->att, RS_F_COMPLETED | RS_F_SERVE, &d, bad);
 
 	if (rc == 0 && d.kind == RS_FINISH) {
-		rc = eng_fill(c, e, dn->seq, &fake, &d, bad);
+		rc = eng_fill(c, e, dn->seq, &fake, &d, dn->att.shape, bad);
 	}
 	return rc;
 }
@@ -258,7 +273,7 @@ static int report_done(struct ftcc_comm *c, const struct ctl_epoch *e, struct en
 		return -ENOMEM;
 	}
 	report_of(&dn->att, c->rank, dn->seq, RS_F_COMPLETED, &rep);
-	for (i = 0; i < dn->att.nchunks; i++) {
+	for (i = 0; !dn->att.mismatch && i < dn->att.nchunks; i++) {
 		algo_have_set(rep.have, i);
 	}
 	resume_encode(&rep, buf);

@@ -23,10 +23,17 @@ static int same_attempt(const struct rs_report *a, const struct rs_report *b)
 
 static int report_valid(const struct rs_report *r, uint64_t seq)
 {
-	if (r->seq != seq || (r->flags & ~(uint32_t)(RS_F_ATTEMPT | RS_F_COMPLETED | RS_F_SERVE))) {
+	if (r->seq != seq || r->shape == 0 ||
+	    (r->flags & ~(uint32_t)(RS_F_ATTEMPT | RS_F_COMPLETED | RS_F_SERVE | RS_F_MISMATCH))) {
 		return 0;
 	}
-	if ((r->flags & RS_F_COMPLETED) && !(r->flags & RS_F_ATTEMPT)) {
+	if ((r->flags & RS_F_MISMATCH) ?
+		    (r->flags & (RS_F_ATTEMPT | RS_F_SERVE)) || r->mm_id >= FTCC_MAX_MEMBERS ||
+			    !r->mm_shape || r->mm_shape == r->shape :
+		    r->mm_id || r->mm_shape) {
+		return 0;
+	}
+	if ((r->flags & RS_F_COMPLETED) && !(r->flags & (RS_F_ATTEMPT | RS_F_MISMATCH))) {
 		return 0;
 	}
 	if ((r->flags & RS_F_SERVE) && !(r->flags & RS_F_COMPLETED)) {
@@ -127,6 +134,46 @@ static int try_attempt(const struct rs_report *r, uint32_t n, const struct rs_re
 	return 1;
 }
 
+/* A shape mismatch among the reports: 1 with d filled, 0 none, -EPROTO beside a completed
+ * report (a member returned an op that others called differently: cannot be). */
+static int mismatch(const struct rs_report *r, uint32_t n, struct rs_decision *d)
+{
+	uint32_t i, flagged = UINT32_MAX, other = UINT32_MAX, completed = 0, ended = 0;
+
+	for (i = 0; i < n; i++) {
+		int mm = !!(r[i].flags & RS_F_MISMATCH), done = !!(r[i].flags & RS_F_COMPLETED);
+
+		if (mm && flagged == UINT32_MAX) {
+			flagged = i;
+		}
+		if (r[i].shape != r[0].shape && other == UINT32_MAX) {
+			other = i;
+		}
+		completed |= done && !mm; /* returned a result */
+		ended |= done && mm;	  /* returned the mismatch */
+	}
+	if (flagged == UINT32_MAX && other == UINT32_MAX) {
+		return 0;
+	}
+	if (completed) {
+		return -EPROTO;
+	}
+	d->kind = RS_MISMATCH;
+	d->mm_ended = (int)ended;
+	if (other != UINT32_MAX) {
+		d->mm_id[0] = r[0].id;
+		d->mm_shape[0] = r[0].shape;
+		d->mm_id[1] = r[other].id;
+		d->mm_shape[1] = r[other].shape;
+	} else {
+		d->mm_id[0] = r[flagged].id;
+		d->mm_shape[0] = r[flagged].shape;
+		d->mm_id[1] = r[flagged].mm_id;
+		d->mm_shape[1] = r[flagged].mm_shape;
+	}
+	return 1;
+}
+
 int resume_decide(const struct rs_report *r, uint32_t n, struct rs_decision *d)
 {
 	uint64_t after = 0;
@@ -141,6 +188,10 @@ int resume_decide(const struct rs_report *r, uint32_t n, struct rs_decision *d)
 		if (!report_valid(&r[i], r[0].seq)) {
 			return -EPROTO;
 		}
+	}
+	rc = mismatch(r, n, d);
+	if (rc) {
+		return rc < 0 ? rc : 0;
 	}
 	/* A completed attempt is the answer whatever else is reported: check that first, so a
 	 * stray older covered attempt can never override it. */
@@ -182,9 +233,11 @@ void resume_encode(const struct rs_report *r, uint8_t *buf)
 	le_put32(buf + 24, r->att_algo);
 	le_put32(buf + 28, r->nchunks);
 	le_put32(buf + 32, r->ncontrib);
-	le_put32(buf + 36, 0);
-	memcpy(buf + 40, r->have, sizeof(r->have));
-	memcpy(buf + 40 + sizeof(r->have), r->contrib, sizeof(r->contrib));
+	le_put32(buf + 36, r->mm_id);
+	le_put64(buf + 40, r->shape);
+	le_put64(buf + 48, r->mm_shape);
+	memcpy(buf + 56, r->have, sizeof(r->have));
+	memcpy(buf + 56 + sizeof(r->have), r->contrib, sizeof(r->contrib));
 }
 
 int resume_decode(const uint8_t *buf, struct rs_report *r)
@@ -197,9 +250,12 @@ int resume_decode(const uint8_t *buf, struct rs_report *r)
 	r->att_algo = le_get32(buf + 24);
 	r->nchunks = le_get32(buf + 28);
 	r->ncontrib = le_get32(buf + 32);
-	memcpy(r->have, buf + 40, sizeof(r->have));
-	memcpy(r->contrib, buf + 40 + sizeof(r->have), sizeof(r->contrib));
-	if (r->id >= FTCC_MAX_MEMBERS || le_get32(buf + 36) != 0 || !report_valid(r, r->seq)) {
+	r->mm_id = le_get32(buf + 36);
+	r->shape = le_get64(buf + 40);
+	r->mm_shape = le_get64(buf + 48);
+	memcpy(r->have, buf + 56, sizeof(r->have));
+	memcpy(r->contrib, buf + 56 + sizeof(r->have), sizeof(r->contrib));
+	if (r->id >= FTCC_MAX_MEMBERS || !report_valid(r, r->seq)) {
 		return -EPROTO;
 	}
 	return 0;

@@ -5,6 +5,7 @@
  * value, once published, is never freed while the process runs (superseded ones are kept on a
  * list), so a pointer returned by ftcc_setting_str() stays valid even across reloads.
  */
+#define _GNU_SOURCE
 #include "ftcc/settings.h"
 
 #include <ctype.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "ftcc/log.h"
 #include "ftcc/sys.h"
@@ -223,11 +225,51 @@ static void settings_reset(enum ftcc_setting_id id)
 	atomic_store(&settings_str[id], settings_str_defaults[id]);
 }
 
+/* Variables named FTCC_* that are not settings: the tools' and the tests' own. */
+static int settings_not_ours(const char *name, size_t len)
+{
+	static const char *const prefixes[] = { "FTCC_TEST_", "FTCC_FUZZ_",
+						"FTCC_PLUGIN_PATH=", "FTCC_PERF_BOOT=" };
+
+	(void)len;
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+			return 1;
+	return 0;
+}
+
+/* One WARN per process for FTCC_* variables that are no setting (a typo, or a name from an
+ * older release: FTCC_MIN_CHUNK, FTCC_EAGER_MAX and FTCC_SOCKBUF gained _BYTES). */
+static void settings_warn_unknown(void)
+{
+	static int warned;
+
+	for (char **e = environ; e && *e && !warned; e++) {
+		const char *eq = strchr(*e, '=');
+		size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+		int known = 0;
+
+		if (strncmp(*e, "FTCC_", 5) != 0 || settings_not_ours(*e, len))
+			continue;
+		for (int i = 0; i < FTCC_SET_COUNT && !known; i++)
+			known = strlen(settings_desc[i].name) == len &&
+				strncmp(settings_desc[i].name, *e, len) == 0;
+		if (known)
+			continue;
+		warned = 1;
+		ftcc_warn("%.*s is not an ftcc setting and is ignored (the settings: README, "
+			  "\"Settings\"; FTCC_MIN_CHUNK, FTCC_EAGER_MAX and FTCC_SOCKBUF are now "
+			  "named with _BYTES)",
+			  (int)len, *e);
+	}
+}
+
 int ftcc_settings_load(void)
 {
 	int ret = 0;
 
 	pthread_mutex_lock(&settings_lock);
+	settings_warn_unknown();
 	for (int i = 0; i < FTCC_SET_COUNT; i++) {
 		const char *text = getenv(settings_desc[i].name);
 		int err = 0;
@@ -270,4 +312,26 @@ const char *ftcc_setting_str(enum ftcc_setting_id id)
 		return "";
 	const char *s = atomic_load_explicit(&settings_str[id], memory_order_acquire);
 	return s ? s : "";
+}
+
+int64_t ftcc_heartbeat_ms(int64_t timeout_ms, int64_t hb_ms)
+{
+	int64_t hb = hb_ms > 0 ? hb_ms : (timeout_ms / 8 < 100 ? timeout_ms / 8 : 100);
+
+	return hb < 5 ? 5 : hb;
+}
+
+int64_t ftcc_setting_effective(enum ftcc_setting_id id)
+{
+	int64_t timeout = ftcc_setting_int(FTCC_SET_FAILURE_TIMEOUT_MS);
+	int64_t v = ftcc_setting_int(id);
+
+	switch (id) {
+	case FTCC_SET_HEARTBEAT_MS:
+		return ftcc_heartbeat_ms(timeout, v);
+	case FTCC_SET_RECONNECT_MS:
+		return v ? v : timeout;
+	default:
+		return v;
+	}
 }

@@ -45,12 +45,9 @@ void rt_times_fill(int64_t timeout_ms, int64_t hb_ms, int64_t connect_ms, struct
 {
 	int64_t timeout =
 		timeout_ms > 0 ? timeout_ms : ftcc_setting_int(FTCC_SET_FAILURE_TIMEOUT_MS);
-	int64_t hb = hb_ms > 0 ? hb_ms : ftcc_setting_int(FTCC_SET_HEARTBEAT_MS);
+	int64_t hb = ftcc_heartbeat_ms(timeout,
+				       hb_ms > 0 ? hb_ms : ftcc_setting_int(FTCC_SET_HEARTBEAT_MS));
 
-	if (hb <= 0)
-		hb = timeout / 8 < 100 ? timeout / 8 : 100;
-	if (hb < 5)
-		hb = 5;
 	t->timeout_ms = (uint64_t)timeout;
 	t->hb_ms = (uint64_t)hb;
 	t->connect_ms = (uint64_t)(connect_ms > 0 ? connect_ms :

@@ -61,6 +61,7 @@ struct coord_link {
 	uint64_t seq;	   /* highest op a report of the streak failed in */
 	uint32_t nrep;	   /* reports that count (not about a member that had not issued the op) */
 	int settled;	   /* every member has done that op since: the link carried it after all */
+	int shape; /* a SHAPE report asks for the epoch (not a link fault: counts nothing) */
 };
 
 #define COORD_LINKS 64
@@ -110,6 +111,11 @@ void coord_probe(struct ctl_coord *c, uint32_t id, const char *why);
  * reporter's epoch @epoch while it ran op @seq. */
 void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uint64_t epoch,
 		       uint64_t seq, uint64_t now);
+/* Member @r's frames of op @seq and member @p's carry different shapes (SUSPECT SHAPE): an
+ * epoch reopens the ops in flight so that their resume exchange ends that op on every member.
+ * No evidence against anyone, and no streak of the cut rule. */
+void coord_shape_report(struct ctl_coord *c, uint32_t r, uint32_t p, uint64_t epoch, uint64_t seq,
+			uint64_t now);
 /* Timers of the link table: retry epochs owed, and links broken for good (the cut rule). */
 void coord_check_links(struct ctl_coord *c, uint64_t now);
 /* Every entry point calls this first: detects that this process did not run for a while. */

@@ -304,6 +304,9 @@ static void on_suspect(struct ctl_coord *c, uint32_t r, const struct ctl_msg *m,
 	case CTL_EV_LINK:
 		coord_link_report(c, r, m->peer, 0, m->epoch, m->seq, now);
 		break;
+	case CTL_EV_SHAPE:
+		coord_shape_report(c, r, m->peer, m->epoch, m->seq, now);
+		break;
 	case CTL_EV_SILENCE:
 	case CTL_EV_CUT:
 		snprintf(why, sizeof(why), "member %u cannot reach member %u", r, m->peer);

@@ -264,6 +264,39 @@ void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uin
 		epoch, seq);
 }
 
+void coord_shape_report(struct ctl_coord *c, uint32_t r, uint32_t p, uint64_t epoch, uint64_t seq,
+			uint64_t now)
+{
+	struct coord_link *l;
+
+	uint32_t a = r < p ? r : p, b = r < p ? p : r;
+
+	if (c->slots[r].remove || c->slots[p].remove) {
+		return;
+	}
+	l = link_get(c, a, b, now);
+	if (l->settled || (l->last && now - l->last > c->cfg.timeout_ms)) {
+		memset(l, 0, sizeof(*l)); /* an earlier streak is over: this is no part of it */
+		l->a = a;
+		l->b = b;
+		l->first = now;
+	}
+	if (!l->last) {
+		l->last = now; /* keeps the entry for the timeout; it counts no fault */
+	}
+	l->shape = 1;
+	l->seq = seq > l->seq ? seq : l->seq;
+	/* An open retry proposal reopens the op already (both ends report, and again every
+	 * 100 ms): asking once more would only make a second epoch right after it. */
+	if ((epoch >= c->epoch || c->boundary > seq) && !(c->prop_epoch && c->prop_retry)) {
+		l->want_retry = 1;
+	}
+	ftcc_log(FTCC_LOG_INFO,
+		 "control: group %s: member %u reports that member %u called op %" PRIu64
+		 " with another shape (epoch %" PRIu64 ")",
+		 c->cfg.group, r, p, seq, epoch);
+}
+
 /* Backoff between two retry epochs of one streak: a link that keeps failing does not make an
  * epoch per failure. */
 static uint64_t retry_backoff(const struct ctl_coord *c, uint32_t retries)
@@ -412,14 +445,20 @@ void coord_check_links(struct ctl_coord *c, uint64_t now)
 			continue;
 		}
 		if (l->want_retry && now >= l->retry_at) {
-			if (!c->retry_pending && !c->prop_epoch) {
+			if (!c->retry_pending && !c->prop_epoch && l->shape && !l->nrep) {
+				snprintf(c->retry_why, sizeof(c->retry_why),
+					 "members %u and %u called op %" PRIu64
+					 " with different shapes",
+					 l->a, l->b, l->seq);
+			} else if (!c->retry_pending && !c->prop_epoch) {
 				snprintf(c->retry_why, sizeof(c->retry_why),
 					 "the data link between members %u and %u broke", l->a,
 					 l->b);
 			}
 			c->retry_pending = 1;
 			l->want_retry = 0;
-			l->retry_at = now + retry_backoff(c, ++l->retries);
+			/* a shape report is no link fault: its epoch is not held back */
+			l->retry_at = now + retry_backoff(c, l->nrep ? ++l->retries : 0);
 		}
 	}
 	if (any && !cut_unsure(c, broken, troubled, stale)) {

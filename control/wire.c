@@ -576,10 +576,8 @@ const char *ctl_refuse_name(unsigned code)
 const char *ctl_evidence_name(unsigned ev)
 {
 	static const char *const names[] = {
-		[CTL_EV_DEATH] = "death",
-		[CTL_EV_SILENCE] = "silence",
-		[CTL_EV_LINK] = "link",
-		[CTL_EV_CUT] = "cut",
+		[CTL_EV_DEATH] = "death", [CTL_EV_SILENCE] = "silence", [CTL_EV_LINK] = "link",
+		[CTL_EV_CUT] = "cut",	  [CTL_EV_SHAPE] = "shape",
 	};
 
 	return ev >= 1 && ev <= CTL_EV_MAX ? names[ev] : "unknown";

@@ -47,6 +47,9 @@ extern "C" {
 /* The largest group. */
 #define FTCC_MAX_MEMBERS 1024
 
+/* The largest element count of one op (2^40 - 1: every op's shape travels in one 64-bit word). */
+#define FTCC_MAX_COUNT ((size_t)0xffffffffffull)
+
 /* Element types; the values are NCCL's ncclDataType_t (2.24 and later), so they convert by
  * cast. */
 enum ftcc_dtype {
@@ -88,6 +91,10 @@ enum ftcc_error {
 				 * without some members' input; its record says whose */
 	FTCC_ERR_ABORTED = -7,	/* the communicator was aborted with the op in flight */
 	FTCC_ERR_BUSY = -8,	/* too many ops started and not executed (FTCC_MAX_INFLIGHT) */
+	FTCC_ERR_MISMATCH = -9, /* the members called this op with different shapes (count,
+				 * type or op): it ended so on every member of the op, nobody
+				 * was removed, and the communicator goes on with the next op;
+				 * ftcc_comm_last_error() names both shapes and members */
 };
 
 /* What a result over fewer contributors than the group's size becomes. */
@@ -167,10 +174,11 @@ FTCC_API int ftcc_comm_view(ftcc_comm_t *comm, struct ftcc_view *view, uint32_t 
 /* A catch-up member is ready to contribute from the next epoch on. */
 FTCC_API int ftcc_comm_ready(ftcc_comm_t *comm);
 
-/* Blocking allreduce of @count elements: @recvbuf = OP over contributors of @sendbuf.
- * @sendbuf == @recvbuf is in place. @rec (may be NULL) receives the record. Returns 0,
- * FTCC_ERR_DEGRADED (policy fail; @recvbuf and @rec are still filled), _LOST, _ABORTED,
- * _INVALID. */
+/* Blocking allreduce of @count elements (at most FTCC_MAX_COUNT): @recvbuf = OP over
+ * contributors of @sendbuf. @sendbuf == @recvbuf is in place. @rec (may be NULL) receives the
+ * record. Returns 0, FTCC_ERR_DEGRADED (policy fail; @recvbuf and @rec are still filled), _LOST,
+ * _ABORTED, _INVALID, or _MISMATCH (another member called op with another count, type or op:
+ * an in-place buffer holds its input again, an out-of-place @recvbuf is unspecified). */
 FTCC_API int ftcc_allreduce(ftcc_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
 			    enum ftcc_dtype dtype, enum ftcc_redop op, struct ftcc_record *rec);
 

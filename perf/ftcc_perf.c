@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ftcc-perf main: options, the table of modes, and the forked ranks.
+/* ftcc-perf main: options, the table of modes, and the ranks.
  * Each mode is one row of perf_modes[]; main forks the mode's ranks on this host, connected by
- * a socketpair mesh made before fork(), and turns their exit statuses into its own.
+ * a socketpair mesh made before fork(), and turns their exit statuses into its own. Given a
+ * rank (--rank, or a launcher's environment: mpirun, srun, torchrun), it runs that one rank
+ * instead, joined to the others over TCP (perf_hosts.c), as nccl-tests runs under mpirun.
  */
 #include "perf.h"
 
@@ -30,7 +32,8 @@ static const struct perf_mode perf_modes[] = {
 	  .victim = 1 },
 	{ .name = "sock",
 	  .nranks = 2,
-	  .doc = "baseline: one blocking TCP stream over loopback, TCP_NODELAY (-R: ping-pong)",
+	  .doc = "baseline: one blocking TCP stream (loopback, or between the hosts of ranks 0 and "
+		 "1), TCP_NODELAY (-R: ping-pong)",
 	  .run = perf_sock_run,
 	  .victim = -1 },
 	{ .name = "allreduce",
@@ -63,7 +66,7 @@ static void usage(FILE *f)
 		"usage: ftcc-perf [-m mode] [-b minbytes] [-e maxbytes] [-f stepfactor] [-n iters]\n"
 		"                 [-w warmup] [-c 0|1] [-d depth] [-y 0|1] [-p plugin.so] [-R] [-j]\n"
 		"                 [-k iter] [-K KILL|STOP] [-N ranks] [-t type] [-o op] [-I] [-P]\n"
-		"                 [--kill R@I]\n"
+		"                 [--kill R@I] [--rank R --boot IPV4:PORT]\n"
 		"  -b, -e   smallest and largest message size; K, M, G suffixes (default 32M)\n"
 		"  -f       multiply the size by this until it exceeds maxbytes (default 2)\n"
 		"  -n, -w   timed and warm-up iterations per size (default 20, 5)\n"
@@ -84,6 +87,11 @@ static void usage(FILE *f)
 		"           test that did not finish (-y), as the collnet mode drives the plug-in\n"
 		"  --kill R@I  allreduce mode: rank R (1..N-1) SIGKILLs itself at timed iteration\n"
 		"           I of the last size; rank 0 reports the survivors' stall and record\n"
+		"  --rank R, --boot IPV4:PORT  run only rank R of -N ranks in this process, one per\n"
+		"           host as under mpirun; rank 0 listens on the boot address. Unset, they\n"
+		"           come from the launcher: OMPI_COMM_WORLD_RANK/_SIZE, PMIX_RANK, PMI_RANK/\n"
+		"           PMI_SIZE, SLURM_PROCID/SLURM_NTASKS or RANK/WORLD_SIZE, and FTCC_PERF_BOOT\n"
+		"           or MASTER_ADDR:MASTER_PORT. Not with the fault mode or --kill\n"
 		"modes:\n");
 	for (i = 0; i < PERF_NMODES; i++) {
 		if (perf_modes[i].max_ranks > perf_modes[i].nranks) {
@@ -167,6 +175,13 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg)
 	case 'P':
 		o->poll = 1;
 		return 0;
+	case 'r': /* --rank R */
+		return parse_int(arg, 0, PERF_MAX_RANKS - 1, &o->rank);
+	case 'B': /* --boot IPV4:PORT */
+		if (strlen(arg) >= sizeof(o->boot))
+			return -EINVAL;
+		snprintf(o->boot, sizeof(o->boot), "%s", arg);
+		return 0;
 	case 'X': /* --kill R@I */
 		return sscanf(arg, "%d@%d", &o->kill_rank, &o->kill_iter) == 2 &&
 				       o->kill_rank >= 1 && o->kill_iter >= 0 ?
@@ -180,6 +195,8 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg)
 static int parse_args(int argc, char **argv, struct perf_opts *o)
 {
 	static const struct option longs[] = { { "kill", required_argument, NULL, 'X' },
+					       { "rank", required_argument, NULL, 'r' },
+					       { "boot", required_argument, NULL, 'B' },
 					       { NULL, 0, NULL, 0 } };
 	int c;
 
@@ -196,6 +213,7 @@ static int parse_args(int argc, char **argv, struct perf_opts *o)
 				 .dtype = "float32",
 				 .redop = "sum",
 				 .kill_rank = -1,
+				 .rank = -1,
 				 .plugin_path = getenv("FTCC_PLUGIN_PATH") };
 	if (!o->plugin_path || !*o->plugin_path) {
 		o->plugin_path = "libnccl-net-ftcc.so";
@@ -340,6 +358,30 @@ static int run_mode(const struct perf_mode *m, const struct perf_opts *o)
 	return wait_ranks(pids, n, victim);
 }
 
+/* Runs rank o->rank of @m in this process, joined to the others over TCP. */
+static int run_one_rank(const struct perf_mode *m, const struct perf_opts *o)
+{
+	struct perf_boot b;
+	int n = o->nranks ? o->nranks : m->nranks, rc;
+
+	if (m->victim >= 0 || o->kill_rank >= 0 ||
+	    (o->nranks && m->max_ranks == 0 && o->nranks != m->nranks) ||
+	    (m->max_ranks && n > m->max_ranks) || !o->boot[0]) {
+		fprintf(stderr,
+			"ftcc-perf: one rank per process needs --boot (or MASTER_ADDR and "
+			"MASTER_PORT), a mode other than fault, no --kill, and -N within the "
+			"mode's ranks (%s: %d..%d)\n",
+			m->name, 1, m->max_ranks ? m->max_ranks : m->nranks);
+		return -EINVAL;
+	}
+	rc = perf_boot_tcp(&b, o->rank, n, o->boot);
+	if (rc)
+		return rc;
+	rc = m->run(o, &b);
+	perf_boot_close(&b);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	const struct perf_mode *m;
@@ -353,6 +395,14 @@ int main(int argc, char **argv)
 	if (!m) {
 		fprintf(stderr, "ftcc-perf: unknown mode '%s'\n", o.mode);
 		usage(stderr);
+		return 2;
+	}
+	switch (perf_launch_env(&o.rank, &o.nranks, o.boot, sizeof(o.boot))) {
+	case 1:
+		return run_one_rank(m, &o) ? 1 : 0;
+	case 0:
+		break;
+	default:
 		return 2;
 	}
 	/* A benchmark on one host: keep the plug-in on loopback unless told otherwise. */

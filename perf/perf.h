@@ -38,13 +38,18 @@ struct perf_opts {
 	int kill_iter;	       /* iteration I of the last size; kill_rank -1: nobody */
 	const char *mode;
 	const char *plugin_path;
+	int rank;	/* --rank, or the launcher's environment: this process is that rank */
+	char boot[128]; /* --boot IPV4:PORT: where rank 0 listens for the others */
 };
 
 /* One process's end of the bootstrap mesh. fds[peer] is a connected stream socket to @peer
- * (-1 for self). Owned by the rank process; closed by perf_boot_close(). */
+ * (-1 for self). host[r] is rank r's IPv4 address as the others reach it ("127.0.0.1" for
+ * forked ranks). Owned by the rank process; closed by perf_boot_close(). */
 struct perf_boot {
 	int nranks, rank;
 	int fds[PERF_MAX_RANKS];
+	char host[PERF_MAX_RANKS][64];
+	uint64_t run_id; /* the same on every rank of a run, different for concurrent runs */
 };
 
 /* One benchmark mode: a row of the const table in ftcc_perf.c. @run is called in every forked
@@ -87,6 +92,18 @@ uint64_t perf_now_ns(void);
 int perf_boot_create(struct perf_boot *all, int nranks);
 void perf_boot_keep(struct perf_boot *all, int rank);
 void perf_boot_close(struct perf_boot *b);
+
+/* --- perf_hosts.c: one rank per process, across hosts ------------------------------------ */
+
+/* Joins the bootstrap mesh of @nranks ranks over TCP as @rank; rank 0 listens on @boot
+ * ("IPV4:PORT" or "name:PORT"). Bounded by PERF_BOOT_TIMEOUT_MS; strangers are refused. 0 or
+ * -errno (printed). */
+int perf_boot_tcp(struct perf_boot *b, int rank, int nranks, const char *boot);
+/* Fills what the options left unset from a launcher's environment: the rank and size (mpirun's
+ * OMPI_COMM_WORLD_*, PMIx/PMI, srun's SLURM_*, torchrun's RANK/WORLD_SIZE) and the bootstrap
+ * (FTCC_PERF_BOOT, else MASTER_ADDR:MASTER_PORT). 1 when a rank is known (run one rank here),
+ * 0 when not (fork the ranks here), -1 after a line saying a value is malformed. */
+int perf_launch_env(int *rank, int *nranks, char *boot, size_t len);
 
 /* Blocking, exact-length exchange with @peer over the bootstrap. 0, or -EPIPE on a closed
  * peer (the peer process died), -ETIMEDOUT when a receive waits PERF_BOOT_TIMEOUT_MS without a

@@ -21,8 +21,6 @@
 
 #include "ftcc.h"
 
-#define AR_HOST "127.0.0.1"
-
 /* One element type: its ftcc name, size, how its bits are made from a small integer, and the
  * largest check value whose sums over 8 ranks (and every partial sum) stay exact. */
 struct ar_type {
@@ -384,7 +382,9 @@ static void ar_header(const struct ar_run *r)
 		 "# %d ranks on %s, %s, %s\n"
 		 "# each rank times every op back to back; an iteration's time is the slowest "
 		 "rank's\n# busbw = algbw * 2(n-1)/n; #wrong counts elements\n",
-		 r->nranks, AR_HOST, r->drv->what, r->o->inplace ? "in place" : "out of place");
+		 r->nranks,
+		 strcmp(r->b->host[0], r->b->host[r->nranks - 1]) ? "several hosts" : r->b->host[0],
+		 r->drv->what, r->o->inplace ? "in place" : "out of place");
 	perf_report_header(r->o, notes);
 }
 
@@ -495,27 +495,29 @@ struct ar_capi {
 	int rank, yield;
 };
 
-/* Rank 0 picks a free port per rank on AR_HOST and a group name, and sends them round. */
-static int ar_addrs(struct perf_boot *b, char (*addrs)[32], char *group, size_t glen)
+/* Each rank picks a free port on its own address; rank 0 gathers them, names the group and
+ * sends everything round. */
+static int ar_addrs(struct perf_boot *b, char (*addrs)[80], char *group, size_t glen)
 {
 	uint16_t ports[PERF_MAX_RANKS] = { 0 };
-	int i, rc = 0;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int i, rc = 0, fd = socket(AF_INET, SOCK_STREAM, 0);
 
+	if (inet_pton(AF_INET, b->host[b->rank], &sa.sin_addr) != 1 || fd < 0 ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    getsockname(fd, (struct sockaddr *)&sa, &len)) {
+		rc = fd < 0 || errno == 0 ? -EINVAL : -errno;
+		fprintf(stderr, "ftcc-perf rank %d: no free port on %s: %s\n", b->rank,
+			b->host[b->rank], strerror(-rc));
+	}
+	ports[b->rank] = ntohs(sa.sin_port);
+	if (fd >= 0) {
+		close(fd);
+	}
 	if (b->rank == 0) {
-		for (i = 0; i < b->nranks; i++) {
-			struct sockaddr_in sa = { .sin_family = AF_INET };
-			socklen_t len = sizeof(sa);
-			int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-			inet_pton(AF_INET, AR_HOST, &sa.sin_addr);
-			if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-			    getsockname(fd, (struct sockaddr *)&sa, &len)) {
-				rc = -errno;
-			}
-			ports[i] = ntohs(sa.sin_port);
-			if (fd >= 0) {
-				close(fd);
-			}
+		for (i = 1; i < b->nranks && !rc; i++) {
+			rc = perf_boot_recv(b, i, &ports[i], sizeof(ports[i]));
 		}
 		snprintf(group, glen, "perf-ar-%d", (int)getpid());
 		for (i = 1; i < b->nranks && !rc; i++) {
@@ -523,11 +525,12 @@ static int ar_addrs(struct perf_boot *b, char (*addrs)[32], char *group, size_t 
 			rc = rc ? rc : perf_boot_send(b, i, group, glen);
 		}
 	} else {
-		rc = perf_boot_recv(b, 0, ports, sizeof(ports));
+		rc = rc ? rc : perf_boot_send(b, 0, &ports[b->rank], sizeof(ports[0]));
+		rc = rc ? rc : perf_boot_recv(b, 0, ports, sizeof(ports));
 		rc = rc ? rc : perf_boot_recv(b, 0, group, glen);
 	}
 	for (i = 0; i < b->nranks; i++) {
-		snprintf(addrs[i], sizeof(addrs[i]), "%s:%u", AR_HOST, ports[i]);
+		snprintf(addrs[i], sizeof(addrs[i]), "%s:%u", b->host[i], ports[i]);
 	}
 	return rc;
 }
@@ -535,7 +538,7 @@ static int ar_addrs(struct perf_boot *b, char (*addrs)[32], char *group, size_t 
 static int capi_open(void *t, struct perf_boot *b, void *sbuf, void *rbuf, size_t bytes)
 {
 	struct ar_capi *c = t;
-	char addrs[PERF_MAX_RANKS][32], group[64] = "";
+	char addrs[PERF_MAX_RANKS][80], group[64] = "";
 	const char *ptrs[PERF_MAX_RANKS];
 	struct ftcc_config cfg;
 	int i, rc = ar_addrs(b, addrs, group, sizeof(group));

@@ -85,10 +85,10 @@ static int cn_check(const struct cn_bench *x, ncclResult_t res, const char *what
 }
 
 /* dlopen, dlsym, init(ctx, commId, logger), devices. 0 or -errno (printed). */
-static int cn_load(struct cn_bench *x)
+static int cn_load(struct cn_bench *x, const struct perf_boot *b)
 {
-	/* The same on every rank (forked from one parent), different for concurrent runs. */
-	uint64_t comm_id = CN_COMM_ID ^ (uint64_t)getppid();
+	/* The same on every rank, different for concurrent runs. */
+	uint64_t comm_id = CN_COMM_ID ^ b->run_id;
 	int ndev = 0, rc;
 
 	x->dl = dlopen(x->path, RTLD_NOW | RTLD_LOCAL);
@@ -146,7 +146,7 @@ static int cn_open(void *t, struct perf_boot *b, void *sbuf, void *rbuf, size_t 
 	int i, rc;
 
 	cn_log_setup(b->rank);
-	rc = cn_load(x);
+	rc = cn_load(x, b);
 	if (rc) {
 		return rc;
 	}

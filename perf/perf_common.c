@@ -66,8 +66,10 @@ int perf_boot_create(struct perf_boot *all, int nranks)
 	for (i = 0; i < nranks; i++) {
 		all[i].nranks = nranks;
 		all[i].rank = i;
+		all[i].run_id = (uint64_t)getpid(); /* the parent's: every forked rank has it */
 		for (j = 0; j < PERF_MAX_RANKS; j++) {
 			all[i].fds[j] = -1;
+			snprintf(all[i].host[j], sizeof(all[i].host[j]), "127.0.0.1");
 		}
 	}
 	for (i = 0; i < nranks; i++) {

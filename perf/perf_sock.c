@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ftcc-perf sock mode: the baseline measured in the same run as the plug-in. One TCP
- * connection over loopback, blocking send/recv with TCP_NODELAY and kernel-default buffers;
- * the same sweep, iterations and report as p2p (perf_pair.c). -R: a blocking ping-pong.
+ * connection (loopback, or between the two ranks' hosts), blocking send/recv with TCP_NODELAY
+ * and kernel-default buffers; the same sweep, iterations and report as p2p (perf_pair.c). -R:
+ * a blocking ping-pong.
  */
 #include "perf.h"
 
@@ -45,14 +46,19 @@ static int sock_tune(int fd, int rank)
 	return 0;
 }
 
-/* rank 1 listens on 127.0.0.1, an ephemeral port, and tells rank 0; returns the data socket. */
+/* rank 1 listens on its address (127.0.0.1 for forked ranks), an ephemeral port, and tells
+ * rank 0; returns the data socket. */
 static int sock_accept(struct perf_boot *b)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sa = { .sin_family = AF_INET };
 	socklen_t sl = sizeof(sa);
 	int lfd, fd = -1, rc;
 	struct pollfd pfd;
+
+	if (inet_pton(AF_INET, b->host[1], &sa.sin_addr) != 1) {
+		errno = EINVAL;
+		return sock_fail(b->rank, b->host[1]);
+	}
 
 	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (lfd < 0) {
@@ -84,10 +90,13 @@ close_listen:
 /* rank 0 connects to the port rank 1 announced; returns the data socket. */
 static int sock_connect(struct perf_boot *b)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sa = { .sin_family = AF_INET };
 	int fd, rc;
 
+	if (inet_pton(AF_INET, b->host[1], &sa.sin_addr) != 1) {
+		errno = EINVAL;
+		return sock_fail(b->rank, b->host[1]);
+	}
 	rc = perf_boot_recv(b, 1, &sa.sin_port, sizeof(sa.sin_port));
 	if (rc) {
 		return rc;

@@ -8,8 +8,11 @@
  * one engine op (NCCL issues them in the same order on every node, so the engine's sequence
  * numbers match); test polls it and never blocks. A dead node never makes an op fail: the
  * survivors finish it under FTCC_DEGRADED and a WARN names the node once. Only a group that
- * can no longer make progress (a minority partition, fewer than FTCC_COLLNET_MIN_NODES inputs,
- * FTCC_DEGRADED=fail) turns into ncclRemoteError. Close and finalize never wait for a peer.
+ * can no longer make progress (a minority partition, fewer inputs than FTCC_COLLNET_MIN_NODES or
+ * FTCC_COLLNET_MIN_PERCENT of the nodes,
+ * FTCC_DEGRADED=fail) turns into ncclRemoteError. An op the nodes called with different counts,
+ * types or operators fails on every node with ncclInvalidUsage, and the group goes on. Close
+ * and finalize never wait for a peer.
  */
 #define _GNU_SOURCE
 #include "collnet.h"
@@ -31,6 +34,7 @@
 #include "ftcc/boot.h"
 #include "ftcc/comm_ext.h"
 #include "ftcc/log.h"
+#include "ftcc/ports.h"
 #include "ftcc/reduce.h"
 #include "ftcc/settings.h"
 #include "ftcc/tcp_dev.h"
@@ -262,12 +266,13 @@ ncclResult_t collnet_listen(void *ctx, int dev, void *handle, void **listen_comm
 		goto free_l;
 	}
 	setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(l->fd, (struct sockaddr *)&ss, len) < 0 || listen(l->fd, 128) < 0 ||
-	    getsockname(l->fd, (struct sockaddr *)&l->self.addr,
-			&(socklen_t){ sizeof(l->self.addr) }) < 0) {
+	err = ftcc_bind_listener(l->fd, (struct sockaddr *)&ss, len);
+	if (err == 0 &&
+	    (listen(l->fd, 128) < 0 || getsockname(l->fd, (struct sockaddr *)&l->self.addr,
+						   &(socklen_t){ sizeof(l->self.addr) }) < 0))
 		err = -errno;
+	if (err)
 		goto close_fd;
-	}
 	l->magic = CN_LISTEN_MAGIC;
 	l->dev = dev;
 	l->self.comm_id = c->comm_id;
@@ -469,6 +474,7 @@ ncclResult_t collnet_connect(void *handles[], int nranks, int rank, void *listen
 		return plugin_result(-ENOMEM, "collnet connect");
 	cc->rank = (uint32_t)rank;
 	cc->min_nodes = ftcc_setting_int(FTCC_SET_COLLNET_MIN_NODES);
+	cc->min_percent = ftcc_setting_int(FTCC_SET_COLLNET_MIN_PERCENT);
 	err = cn_connect(handles, (uint32_t)nranks, (uint32_t)rank, l, cc, why, sizeof(why));
 	if (err) {
 		ftcc_warn("CollNet connect: node %d of %d: %s; no CollNet for this communicator",
@@ -662,11 +668,15 @@ ncclResult_t collnet_test(void *request, int *done, int *size)
 	cc->free_head = (int)(q - cc->reqs);
 	if (rc == 0 || rc == FTCC_ERR_DEGRADED) {
 		cn_note_epoch(cc, &rec);
-		if ((int64_t)rec.ncontrib < cc->min_nodes) {
+		if ((int64_t)rec.ncontrib < cc->min_nodes ||
+		    (int64_t)rec.ncontrib * 100 < cc->min_percent * (int64_t)rec.size) {
 			ftcc_warn("CollNet group %s: op %" PRIu64
-				  " has the input of %u nodes, fewer "
-				  "than FTCC_COLLNET_MIN_NODES=%" PRId64 "; the group stops here",
-				  cc->group, rec.seq, rec.ncontrib, cc->min_nodes);
+				  " has the input of %u of %u nodes, fewer than "
+				  "FTCC_COLLNET_MIN_NODES=%" PRId64
+				  " or FTCC_COLLNET_MIN_PERCENT=%" PRId64
+				  "%%; the group stops here",
+				  cc->group, rec.seq, rec.ncontrib, rec.size, cc->min_nodes,
+				  cc->min_percent);
 			cc->failed = res = ncclRemoteError;
 		} else if (rc == FTCC_ERR_DEGRADED) {
 			ftcc_warn("CollNet group %s: op %" PRIu64
@@ -675,6 +685,11 @@ ncclResult_t collnet_test(void *request, int *done, int *size)
 				  cc->group, rec.seq, rec.ncontrib, rec.size);
 			res = ncclRemoteError;
 		}
+	} else if (rc == FTCC_ERR_MISMATCH) {
+		/* The nodes called this op differently: it failed on every node alike, nobody
+		 * left, and the group goes on with the next op. */
+		ftcc_warn("CollNet group %s: %s", cc->group, ftcc_comm_last_error(cc->comm));
+		res = ncclInvalidUsage;
 	} else if (rc == FTCC_ERR_INVALID || rc == FTCC_ERR_NOMEM) {
 		/* A local failure: the engine left the group for this node (the others finish
 		 * the op without it); this node stays failed. */
@@ -691,9 +706,9 @@ ncclResult_t collnet_test(void *request, int *done, int *size)
 	if (cc->failed && !was_failed) {
 		if (rc == 0 || rc == FTCC_ERR_DEGRADED)
 			snprintf(cc->fail_why, sizeof(cc->fail_why),
-				 "op %" PRIu64 " has the input of %u nodes, fewer than "
-				 "FTCC_COLLNET_MIN_NODES",
-				 rec.seq, rec.ncontrib);
+				 "op %" PRIu64 " has the input of %u of %u nodes, fewer than "
+				 "FTCC_COLLNET_MIN_NODES or FTCC_COLLNET_MIN_PERCENT",
+				 rec.seq, rec.ncontrib, rec.size);
 		else
 			snprintf(cc->fail_why, sizeof(cc->fail_why), "%s: %s", ftcc_strerror(rc),
 				 ftcc_comm_last_error(cc->comm));

@@ -33,7 +33,8 @@ struct cn_comm {
 	uint32_t nnodes, rank;
 	char group[32];
 	int64_t min_nodes;
-	char (*addrs)[64]; /* each node's control address, for log lines */
+	int64_t min_percent; /* FTCC_COLLNET_MIN_PERCENT */
+	char (*addrs)[64];   /* each node's control address, for log lines */
 
 	pthread_mutex_t mu; /* the request slots and the membership seen */
 	int free_head;

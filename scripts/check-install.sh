@@ -3,8 +3,8 @@
 # Checks what a user installs, as a user would use it: `cmake --install BUILD_DIR` into a
 # scratch prefix, then the README's example program built once through pkg-config and once
 # through a CMake project with find_package(ftcc), both run against the installed library (size
-# 1: it forms alone, runs its steps and exits 0); and `cpack -G DEB` makes a package holding
-# both libraries.
+# 1: it forms alone, runs its steps and exits 0); a program using the status-file reader
+# (ftcc_status.h); and `cpack -G DEB` makes a package holding both libraries.
 #
 # Usage: scripts/check-install.sh [BUILD_DIR]   (default: build; built already)
 set -euo pipefail
@@ -38,6 +38,26 @@ export PKG_CONFIG_PATH=$(dirname "$pc")
 cc -std=c11 -Wall -Wextra -Werror "$scratch/example.c" $(pkg-config --cflags --libs ftcc) \
 	-o "$scratch/example-pc"
 LD_LIBRARY_PATH=$libdir timeout 60 "$scratch/example-pc" 0 1 "$port" >/dev/null
+# the status-file reader of the installed header and library
+cat >"$scratch/status.c" <<'C'
+#include <stdio.h>
+#include <string.h>
+
+#include "ftcc_status.h"
+
+int main(void)
+{
+	static struct ftcc_status st;
+	const char *t = "format 1\ngroup g\nnode 0\nnodes 2\nstate running\nepoch 2\n"
+			"members 0\nlost 1 epoch 2 at_ms 5\n";
+
+	return ftcc_status_parse(t, strlen(t), &st) || st.nlost != 1 || st.lost[0].node != 1;
+}
+C
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Wextra -Werror "$scratch/status.c" $(pkg-config --cflags --libs ftcc) \
+	-o "$scratch/status-pc"
+LD_LIBRARY_PATH=$libdir "$scratch/status-pc"
 
 # find_package(ftcc)
 mkdir -p "$scratch/consumer"
@@ -59,7 +79,7 @@ if command -v dpkg-deb >/dev/null 2>&1; then
 	(cd "$scratch" && cpack -G DEB --config "$build/CPackConfig.cmake" >/dev/null)
 	deb=$(ls "$scratch"/ftcc_*.deb)
 	list=$(dpkg-deb -c "$deb")
-	for want in libftcc.so.0 libnccl-net-ftcc.so include/ftcc.h pkgconfig/ftcc.pc \
+	for want in libftcc.so.0 libnccl-net-ftcc.so include/ftcc.h include/ftcc_status.h pkgconfig/ftcc.pc \
 		cmake/ftcc/ftccConfig.cmake bin/ftcc-coordinator; do
 		if ! grep -q "$want" <<<"$list"; then
 			echo "check-install: $(basename "$deb") lacks $want" >&2

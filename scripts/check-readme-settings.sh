@@ -35,11 +35,13 @@ mapfile -t cmake_opts < <(grep -hoE '(option|set)\(FTCC_[A-Z0-9_]+' CMakeLists.t
 not_settings() {
 	local name=$1 opt
 	case "$name" in
-	FTCC_TEST_* | FTCC_FUZZ_* | FTCC_PLUGIN_PATH) return 0 ;;
+	FTCC_TEST_* | FTCC_FUZZ_* | FTCC_PLUGIN_PATH | FTCC_PERF_BOOT) return 0 ;;
+	# Former names of settings, mentioned as such.
+	FTCC_MIN_CHUNK | FTCC_EAGER_MAX | FTCC_SOCKBUF) return 0 ;;
 	# Names of the C API (include/ftcc.h): error codes, types, operators, policies.
 	FTCC_ERR_* | FTCC_DEGRADED_* | FTCC_OK | FTCC_SUM | FTCC_PROD | FTCC_MAX | FTCC_MIN) return 0 ;;
 	FTCC_AVG | FTCC_INT* | FTCC_UINT* | FTCC_FLOAT* | FTCC_BFLOAT16 | FTCC_FP8_*) return 0 ;;
-	FTCC_VERSION* | FTCC_MAX_INFLIGHT | FTCC_MAX_MEMBERS) return 0 ;;
+	FTCC_VERSION* | FTCC_MAX_INFLIGHT | FTCC_MAX_MEMBERS | FTCC_MAX_COUNT) return 0 ;;
 	esac
 	for opt in "${cmake_opts[@]}"; do
 		[ "$name" = "$opt" ] && return 0

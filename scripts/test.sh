@@ -226,6 +226,11 @@ step "README settings table" bash scripts/check-readme-settings.sh build
 step "README example compiles" check_readme_example build
 step "SPDX license lines" bash scripts/check-spdx.sh
 step "install, pkg-config, find_package, .deb" bash scripts/check-install.sh build
+if [ "$(id -u)" -eq 0 ]; then
+	step "ftcc-perf between two hosts (network namespaces)" bash scripts/check-perf-hosts.sh build
+else
+	skip "ftcc-perf between two hosts" "needs root (network namespaces); NOT run"
+fi
 
 if [ "$QUICK" = 1 ]; then
 	skip "sanitizer and fuzz builds" "FTCC_TEST_QUICK=1"

@@ -37,13 +37,14 @@ struct algo_att {
 	size_t count;	     /* elements */
 	enum ftcc_dtype dtype;
 	enum ftcc_redop op; /* AVG is reduced as SUM; the engine divides afterwards */
+	uint64_t shape;	    /* the op's shape, carried by every data frame (dp.h) */
 	void *scratch;	    /* algo_scratch_bytes() bytes, engine-owned */
 	uint8_t *have;	    /* bitmap of algo_chunks() bits, cleared by the engine */
 	/* Called whenever the data plane waited without progress, and at least every 10 ms: a
 	 * nonzero value aborts the attempt and is returned (the epoch changed). */
 	int (*check)(void *arg);
 	void *check_arg;
-	uint32_t bad_peer; /* set with -EPIPE/-EPROTO */
+	uint32_t bad_peer; /* set with -EPIPE/-EPROTO/-EHOSTUNREACH/-EBADE */
 };
 
 /* The algorithm for @bytes among @n members (FTCC_ALGO, FTCC_RD_MAX_BYTES). */

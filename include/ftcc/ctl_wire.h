@@ -14,7 +14,7 @@
 #include <sys/types.h>
 
 #define CTL_WIRE_MAGIC 0x4d435446u /* "FTCM" */
-#define CTL_WIRE_VERSION 2
+#define CTL_WIRE_VERSION 3	   /* 3: SUSPECT evidence SHAPE */
 #define CTL_HDR_SIZE 32
 #define CTL_MAX_MEMBERS 1024 /* members in one view */
 #define CTL_GROUP_MAX 64     /* group name, including the NUL */
@@ -57,7 +57,10 @@ enum ctl_evidence {
 	CTL_EV_LINK = 3,    /* a data link between two members broke and may have lost frames:
 			     * the ops in flight need another attempt (a retry epoch) */
 	CTL_EV_CUT = 4,	    /* the sender cannot reach the peer's data plane at all */
-	CTL_EV_MAX = CTL_EV_CUT,
+	CTL_EV_SHAPE = 5,   /* the peer called the op with another shape (count, type, operator):
+			     * the op must end on every member (an epoch whose resume exchange
+			     * decides so); says nothing against the peer */
+	CTL_EV_MAX = CTL_EV_SHAPE,
 };
 
 /* REFUSE codes. */

@@ -29,7 +29,16 @@
  * half written hands the rest to the data plane, which finishes it (a copy) before anything
  * else on that connection.
  *
- * Frames: header {magic, tag, payload length}; the payload lands directly in the receiving
+ * Op shapes. A transfer may carry its op's shape (struct dp_xfer.shape: an opaque nonzero word
+ * the caller derives from the op's count, type and operator; 0: unchecked), which every frame
+ * header carries too. A frame whose shape differs from that of a transfer of this call of the
+ * same op (seq) is dropped, payload and all, and the call fails with -EBADE: the members called
+ * that op differently. The connection stays up. dp_mismatch() says what was seen. While a call
+ * waits, the headers of frames from members it has no transfers with are read too (not their
+ * payloads), so that a mismatch shows even when the differing members would never receive
+ * from each other (a size that chose another algorithm).
+ *
+ * Frames: header {magic, tag, shape, payload length}; the payload lands directly in the receiving
  * transfer's buffer. Tags order lexicographically by (epoch, seq, phase, step), which is the
  * order a member sends in: ops in sequence within an epoch, and a newer epoch only after it
  * abandoned the older one's attempts (an op reopened by a new epoch comes after later ops of
@@ -93,6 +102,7 @@ struct dp_xfer {
 	struct dp_tag tag;
 	void *buf; /* send: const data */
 	size_t len;
+	uint64_t shape; /* the op's shape (frames carry it; see above); 0: not checked */
 	/* dp's: */
 	int done;      /* 1 once complete */
 	size_t off;    /* bytes moved so far */
@@ -117,7 +127,8 @@ int dp_set_peers(struct dp *dp, const struct dp_peer *peers, uint32_t n);
  * when a connection this call used broke (closed, reset, replaced by the peer's new one, or
  * silent with data outstanding): frames may be lost, and a later transfer reconnects;
  * -EHOSTUNREACH when a peer could not be connected to for half the failure timeout (attempts
- * go on); -EPROTO on a malformed frame or length mismatch (its connection is closed);
+ * go on); -EPROTO on a malformed frame or length mismatch (its connection is closed); -EBADE
+ * when a frame of one of this call's ops carried another shape (dp_mismatch());
  * -ECANCELED after dp_abort(); -EINVAL for a transfer naming an unknown peer or self. After an
  * error, the caller either calls again or gives the transfers up with dp_release(). With no
  * transfers (@n 0) it writes what dp holds of abandoned frames, waiting up to @wait_ms. */
@@ -137,6 +148,11 @@ int dp_run(struct dp *dp, struct dp_xfer *x, int n, int (*check)(void *arg), voi
  * broken link, which the peer survives). dp_run() does this itself before it returns an error
  * or a check's value. */
 void dp_release(struct dp *dp, const struct dp_xfer *x, int n);
+
+/* The last shape mismatch a call failed with: the op, the member whose frame it was, the shape
+ * its frame carried and the one this member's transfer had. 0, or -ENOENT when none was seen. */
+int dp_mismatch(const struct dp *dp, uint64_t *seq, uint32_t *peer, uint64_t *theirs,
+		uint64_t *ours);
 
 /* Makes every current and later dp_progress() return -ECANCELED at once. Any thread. */
 void dp_abort(struct dp *dp);

@@ -22,15 +22,15 @@
 	  "heartbeat period; 0 = FAILURE_TIMEOUT_MS/8, at most 100")                               \
 	X(NSTREAMS, INT, 2, 1, 16,                                                                 \
 	  "data sockets per connection (bandwidth; each is a TCP stream)")                         \
-	X(MIN_CHUNK, INT, 131072, 4096, 1073741824,                                                \
+	X(MIN_CHUNK_BYTES, INT, 131072, 4096, 1073741824,                                          \
 	  "smallest piece of a message given to one data socket")                                  \
 	X(RECONNECT_MS, INT, 0, 0, 600000,                                                         \
 	  "how long to try to restore a reset connection; 0 = FAILURE_TIMEOUT_MS")                 \
 	X(CONNECT_TIMEOUT_MS, INT, 30000, 100, 3600000,                                            \
 	  "how long a connection attempt may take before it fails")                                \
-	X(EAGER_MAX, INT, 65536, 0, 1048576,                                                       \
+	X(EAGER_MAX_BYTES, INT, 65536, 0, 1048576,                                                 \
 	  "sends up to this size are copied and complete at once; larger ones when acknowledged")  \
-	X(SOCKBUF, INT, 0, 0, 268435456,                                                           \
+	X(SOCKBUF_BYTES, INT, 0, 0, 268435456,                                                     \
 	  "SO_SNDBUF/SO_RCVBUF of data sockets; 0 = kernel default")                               \
 	X(NUMA_BIND, INT, 1, 0, 1, "run the progress thread on the NUMA node of the first NIC")    \
 	X(COORDINATOR, STR, "", 0, 0,                                                              \
@@ -46,6 +46,11 @@
 	  "ring pipeline segment: each ring step moves its chunk in pieces of this size")          \
 	X(COLLNET_MIN_NODES, INT, 1, 1, 1024,                                                      \
 	  "CollNet: an op whose result has fewer nodes' input fails with ncclRemoteError")         \
+	X(COLLNET_MIN_PERCENT, INT, 50, 0, 100,                                                    \
+	  "CollNet: an op with the input of fewer than this % of the group's nodes fails "         \
+	  "(ncclRemoteError); 0 = off")                                                            \
+	X(PORT_RANGE, STR, "", 0, 0,                                                               \
+	  "ports ftcc listens on, LO-HI (first free); empty = the kernel's choice")                \
 	X(STATUS_DIR, STR, "", 0, 0,                                                               \
 	  "CollNet: directory where each node publishes its group's status file; empty = none")    \
 	X(FAULT, STR, "", 0, 0,                                                                    \
@@ -86,5 +91,12 @@ int ftcc_settings_set(enum ftcc_setting_id id, const char *text);
  * next load. */
 int64_t ftcc_setting_int(enum ftcc_setting_id id);
 const char *ftcc_setting_str(enum ftcc_setting_id id);
+
+/* The heartbeat period for failure timeout @timeout_ms and heartbeat setting @hb_ms: @hb_ms when
+ * positive, else @timeout_ms / 8 capped at 100; at least 5. */
+int64_t ftcc_heartbeat_ms(int64_t timeout_ms, int64_t hb_ms);
+/* The value in effect of INT setting @id, a setting whose 0 means "derived" resolved as the
+ * library resolves it (HEARTBEAT_MS, RECONNECT_MS); others as set. */
+int64_t ftcc_setting_effective(enum ftcc_setting_id id);
 
 #endif

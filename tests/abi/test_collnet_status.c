@@ -18,6 +18,7 @@
 #include "abi_fixture.h"
 #include "chaos_proc.h"
 #include "cn_heads.h"
+#include "ftcc_status.h"
 
 static struct cn_heads g;
 static char dir[64], env[CN_MAX_HEADS][128], msg[16384];
@@ -186,6 +187,20 @@ Test(collnet_status, kill_shows_in_the_survivors_files, .init = abi_setup, .fini
 		cr_expect(t_lost >= t_kill - 100 && t_lost <= unix_ms(),
 			  "node %d: node 2 lost at %" PRId64 ", killed at %" PRId64, i, t_lost,
 			  t_kill);
+		/* The C reader (include/ftcc_status.h) sees the same in the file as written. */
+		static struct ftcc_status st;
+
+		cr_assert_eq(ftcc_status_parse(text, strlen(text), &st), 0, "%s", text);
+		cr_expect_eq(st.node, (uint32_t)i);
+		cr_expect_eq(st.nmembers, 2);
+		cr_expect(ftcc_status_has(st.members, 0) && ftcc_status_has(st.members, 1) &&
+			  !ftcc_status_has(st.members, 2));
+		cr_expect_eq(st.epoch, (uint64_t)atol(epoch));
+		cr_assert_eq(st.nlost, 1);
+		cr_expect_eq(st.lost[0].node, 2);
+		cr_expect_eq(st.lost[0].epoch, (uint64_t)lost_epoch);
+		cr_expect_eq(st.lost[0].at_ms, t_lost);
+		cr_expect_str_eq(st.state, "running");
 	}
 	/* The Python reader sees the same. */
 	snprintf(cmd, sizeof(cmd), "python3 '%s/python/ftcc_status.py' '%s'", FTCC_SOURCE_DIR, dir);

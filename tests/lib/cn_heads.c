@@ -354,6 +354,13 @@ static ncclResult_t cn_iallreduce(struct cn_child *c, struct cn_slot *s)
 		       &s->req);
 }
 
+const struct ft_spec *cn_spec_for(const struct cn_heads *g, int head, int64_t seq)
+{
+	const struct ft_spec *own = g->o.own_script[head];
+
+	return own ? &own[seq % g->o.nspec] : &g->script[seq % g->o.nspec];
+}
+
 /* Posts op @seq into a free slot. 1 posted, 0 retry later (a NULL request), -1 failed. */
 static int cn_post(struct cn_child *c, int64_t seq)
 {
@@ -368,7 +375,7 @@ static int cn_post(struct cn_child *c, int64_t seq)
 	if (!s)
 		return 0;
 	s->seq = seq;
-	s->spec = &g->script[seq % g->o.nspec];
+	s->spec = cn_spec_for(g, c->i, seq);
 	ft_input(s->spec->inplace ? s->recv : s->send, s->spec, (uint32_t)c->i, (uint64_t)seq);
 	op->t_post = chaos_now_ns();
 	s->req = NULL;
@@ -532,7 +539,8 @@ static int cn_child_main(void *arg)
 
 	cn_head_index = a->i;
 	for (int k = 0; k < g->o.nspec; k++) {
-		size_t b = g->script[k].count * ftcc_dtype_size(g->script[k].dtype);
+		const struct ft_spec *sp = cn_spec_for(g, a->i, k);
+		size_t b = sp->count * ftcc_dtype_size(sp->dtype);
 
 		c.max_bytes = b > c.max_bytes ? b : c.max_bytes;
 	}

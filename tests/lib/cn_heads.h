@@ -105,6 +105,8 @@ struct cn_opts {
 	const char *env[CN_MAX_HEADS];	  /* "NAME=value" set in head h; NULL: none */
 	const struct ft_spec *script;	  /* nspec entries */
 	int nspec;
+	/* Head h's own script instead (nspec entries, kept by the caller); NULL: the common one. */
+	const struct ft_spec *own_script[CN_MAX_HEADS];
 	/* Heads that corrupt the handle they publish, from their own copy:
 	 * handle_edit(h, handle) runs in head h after listen. NULL: none. */
 	void (*handle_edit)(int head, char *handle);
@@ -121,6 +123,9 @@ struct cn_heads {
 	int frozen[CN_MAX_HEADS];
 	int64_t t0_ns;
 };
+
+/* The spec of op @seq as head @head posts it. */
+const struct ft_spec *cn_spec_for(const struct cn_heads *g, int head, int64_t seq);
 
 /* Forks @n heads with @o. Does not wait for anything. 0 or -1 (a line on stderr). */
 int cn_heads_start(struct cn_heads *g, int n, const struct cn_opts *o);

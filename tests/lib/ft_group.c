@@ -60,6 +60,13 @@ const struct ft_spec *ft_spec_of(const struct ft_group *g, uint64_t seq)
 	return &g->script[seq % (uint64_t)g->o.nspec];
 }
 
+const struct ft_spec *ft_spec_for(const struct ft_group *g, int member, uint64_t seq)
+{
+	const struct ft_spec *own = g->o.own_script[member];
+
+	return own ? &own[seq % (uint64_t)g->o.nspec] : ft_spec_of(g, seq);
+}
+
 static void ft_note_max(_Atomic int64_t *at, int64_t v)
 {
 	int64_t cur = atomic_load(at);
@@ -75,6 +82,8 @@ static void ft_finish(struct ft_run *r, uint64_t seq, const struct ft_spec *spec
 	struct ft_op *op = &r->ops[seq];
 
 	op->rc = rc;
+	if (rec && rc == FTCC_ERR_MISMATCH) /* an in-place buffer holds its input again */
+		op->sum = ft_fnv(result, spec->count * ftcc_dtype_size(spec->dtype));
 	if (rec && (rc == 0 || rc == FTCC_ERR_DEGRADED)) {
 		op->bad_seq = rec->seq != seq;
 		op->epoch = rec->epoch;
@@ -229,7 +238,7 @@ static int ft_start(struct ft_child *c, struct ft_slot *s)
 				    s->spec->op, &rec);
 		ft_finish(r, s->seq, s->spec, rc, &rec, s->recv);
 		ft_note_epoch(c->comm, r);
-		return rc == FTCC_ERR_DEGRADED ? 0 : rc;
+		return rc == FTCC_ERR_DEGRADED || rc == FTCC_ERR_MISMATCH ? 0 : rc;
 	}
 	s->req = NULL;
 	rc = ftcc_iallreduce(c->comm, in, s->recv, s->spec->count, s->spec->dtype, s->spec->op,
@@ -292,7 +301,7 @@ static int ft_script(struct ft_child *c, struct ft_slot *slots, int depth)
 			if (g->o.pace_us && ft_pace(g, r, v.next_seq))
 				break;
 			s->seq = v.next_seq;
-			s->spec = ft_spec_of(g, s->seq);
+			s->spec = ft_spec_for(g, r->member, s->seq);
 			err = ft_start(c, s);
 			if (!err && depth > 1)
 				inflight++;
@@ -311,7 +320,7 @@ static int ft_script(struct ft_child *c, struct ft_slot *slots, int depth)
 			rc = ft_complete(g, s, &rec);
 			ft_finish(r, s->seq, s->spec, rc, &rec, s->recv);
 			ft_note_epoch(c->comm, r);
-			if (rc && rc != FTCC_ERR_DEGRADED && !err)
+			if (rc && rc != FTCC_ERR_DEGRADED && rc != FTCC_ERR_MISMATCH && !err)
 				err = rc;
 			head = (head + 1) % depth;
 			inflight--;
@@ -347,7 +356,8 @@ static int ft_child_main(void *arg)
 	if (g->algo[0])
 		setenv("FTCC_ALGO", g->algo, 1);
 	for (int k = 0; k < g->o.nspec; k++) {
-		size_t b = g->script[k].count * ftcc_dtype_size(g->script[k].dtype);
+		const struct ft_spec *sp = ft_spec_for(g, r->member, (uint64_t)k);
+		size_t b = sp->count * ftcc_dtype_size(sp->dtype);
 
 		max_bytes = b > max_bytes ? b : max_bytes;
 	}

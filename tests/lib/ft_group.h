@@ -52,7 +52,7 @@ struct ft_op {
 	uint32_t size, ncontrib, attempts;
 	uint32_t mask; /* contributor bits of ids < 32 (the record's bitmap) */
 	double scale;
-	uint64_t sum;	 /* FNV-1a 64 of the result bytes (0 unless rc is 0 or DEGRADED) */
+	uint64_t sum; /* FNV-1a 64 of the result bytes (0 unless rc is 0, DEGRADED or MISMATCH) */
 	int64_t t_start; /* CLOCK_MONOTONIC ns before the start call */
 	int64_t t_done;	 /* when the op completed (returned) */
 };
@@ -147,6 +147,10 @@ struct ft_group_opts {
 	int late_ms;
 	const struct ft_spec *script; /* nspec entries: op s is script[s % nspec] */
 	int nspec;
+	/* Member i's own script instead (nspec entries, kept by the caller), NULL: the common
+	 * one. Ops it calls with another shape than the others end with FTCC_ERR_MISMATCH, which
+	 * does not end its script. */
+	const struct ft_spec *own_script[FT_GROUP_MAX_N];
 };
 
 /* A group as the test (the parent) sees it. Owned by the test; zero it (or let ft_group_end() do
@@ -177,6 +181,8 @@ struct ft_group {
 void ft_input(void *buf, const struct ft_spec *spec, uint32_t member, uint64_t seq);
 /* The spec of op @seq in @g's script. */
 const struct ft_spec *ft_spec_of(const struct ft_group *g, uint64_t seq);
+/* The spec of op @seq as member @member calls it (its own script, else the common one). */
+const struct ft_spec *ft_spec_for(const struct ft_group *g, int member, uint64_t seq);
 /* The degraded policy @g's members run under (their option, else FTCC_DEGRADED, else rescale). */
 enum ftcc_degraded ft_policy(const struct ft_group *g);
 /* The largest op of a script in bytes (at least 64): what ft_expect()'s buffers need. */

@@ -575,12 +575,9 @@ Test(boot, settings_digest_ignores_local_settings, .init = settings_clean)
 		enum ftcc_setting_id id;
 		const char *value;
 	} local[] = {
-		{ FTCC_SET_FAILURE_TIMEOUT_MS, "500" },
-		{ FTCC_SET_NSTREAMS, "8" },
-		{ FTCC_SET_SOCKET_IFNAME, "lo" },
-		{ FTCC_SET_CONNECT_TIMEOUT_MS, "1000" },
-		{ FTCC_SET_EAGER_MAX, "0" },
-		{ FTCC_SET_DEBUG, "NONE" },
+		{ FTCC_SET_FAILURE_TIMEOUT_MS, "500" }, { FTCC_SET_NSTREAMS, "8" },
+		{ FTCC_SET_SOCKET_IFNAME, "lo" },	{ FTCC_SET_CONNECT_TIMEOUT_MS, "1000" },
+		{ FTCC_SET_EAGER_MAX_BYTES, "0" },	{ FTCC_SET_DEBUG, "NONE" },
 	};
 	const uint32_t base = boot_settings_digest();
 

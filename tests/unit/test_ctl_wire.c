@@ -320,7 +320,7 @@ Test(ctl_wire, frame_check_header_rules)
 	h[4] = 2;
 	cr_expect_eq(ctl_frame_check(h, BODY, &total), -EPROTO, "bad magic beats version");
 
-	static const uint16_t versions[] = { 0, 1, 3, 0x0101, 0xffff };
+	static const uint16_t versions[] = { 0, 1, 2, CTL_WIRE_VERSION + 1, 0x0101, 0xffff };
 	for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++) {
 		memcpy(h, g_buf, BODY);
 		put16(h + 4, versions[i]);

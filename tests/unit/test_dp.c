@@ -263,6 +263,85 @@ Test(dp, length_mismatch_is_eproto)
 	dp_destroy(d[1]);
 }
 
+/* A frame whose op (seq) a transfer of the call has with another shape is dropped, payload and
+ * all, and the call fails with -EBADE naming the sender; the connection stays (the next
+ * exchange on it works). A receive of the right shape takes the frame. */
+Test(dp, shape_mismatch_is_ebade_and_the_link_stays)
+{
+	uint32_t ids[2] = { 1, 2 };
+	uint64_t incs[2] = { 1, 1 }, seq = 0, theirs = 0, ours = 0;
+	struct dp *d[2] = { dph_mk(1, 1, 0), dph_mk(2, 1, 0) };
+	uint8_t s1[100], r1[100];
+	struct dph_job a = { .dp = d[0] };
+	uint32_t bp = 0, peer = 0;
+
+	dph_mesh(d, ids, incs, 2);
+	cr_expect_eq(dp_mismatch(d[1], &seq, &peer, &theirs, &ours), -ENOENT);
+	dph_fill(s1, sizeof(s1), 7);
+	a.x[0] = dph_xf(2, DP_SEND, dph_tag(1, 0), s1, sizeof(s1));
+	a.x[0].shape = 0x111;
+	a.x[1] = dph_xf(2, DP_SEND, dph_tag(2, 0), s1, sizeof(s1));
+	a.x[1].shape = 0x222;
+	a.n = 2;
+	dph_job_start(&a);
+	struct dp_xfer x = dph_xf(1, DP_RECV, dph_tag(1, 0), r1, sizeof(r1));
+
+	x.shape = 0x999;
+	memset(r1, 0, sizeof(r1));
+	cr_expect_eq(dph_run(d[1], &x, 1, &bp), -EBADE);
+	cr_expect_eq(bp, 1);
+	cr_expect_eq(x.done, 0);
+	cr_expect_eq(r1[0] | r1[99], 0, "the dropped payload went nowhere");
+	cr_assert_eq(dp_mismatch(d[1], &seq, &peer, &theirs, &ours), 0);
+	cr_expect_eq(seq, 1);
+	cr_expect_eq(peer, 1);
+	cr_expect_eq(theirs, 0x111);
+	cr_expect_eq(ours, 0x999);
+	/* the next frame on the same connection, of the shape the receiver has */
+	x = dph_xf(1, DP_RECV, dph_tag(2, 0), r1, sizeof(r1));
+	x.shape = 0x222;
+	cr_expect_eq(dph_run(d[1], &x, 1, &bp), 0);
+	cr_expect(dph_check_fill(r1, sizeof(r1), 7));
+	dph_job_join(&a);
+	cr_expect_eq(a.rc, 0);
+	dp_destroy(d[0]);
+	dp_destroy(d[1]);
+}
+
+/* Member 2 waits on member 3 only, for op 1; member 1, whom the call has nothing with, sends a
+ * frame of op 1 of another shape (it chose another algorithm for its count). Member 2 reads that
+ * frame's header while it waits and fails with -EBADE naming member 1. */
+Test(dp, shape_mismatch_seen_from_a_member_outside_the_call)
+{
+	uint32_t ids[3] = { 1, 2, 3 };
+	uint64_t incs[3] = { 1, 1, 1 }, seq = 0, theirs = 0, ours = 0;
+	struct dp *d[3] = { dph_mk(1, 1, 0), dph_mk(2, 1, 0), dph_mk(3, 1, 0) };
+	uint8_t s1[64] = { 1 }, r3[64];
+	struct dph_job a = { .dp = d[0] };
+	uint32_t bp = 0, peer = 0;
+	int64_t t0;
+
+	dph_mesh(d, ids, incs, 3);
+	a.x[0] = dph_xf(2, DP_SEND, dph_tag(1, 5), s1, sizeof(s1));
+	a.x[0].shape = 0x5;
+	a.n = 1;
+	dph_job_start(&a);
+	struct dp_xfer x = dph_xf(3, DP_RECV, dph_tag(1, 0), r3, sizeof(r3));
+
+	x.shape = 0x6;
+	t0 = dph_now_ms();
+	cr_expect_eq(dph_run(d[1], &x, 1, &bp), -EBADE);
+	cr_expect_lt(dph_now_ms() - t0, DPH_BOUND_MS / 2);
+	cr_expect_eq(bp, 1);
+	dph_job_join(&a);
+	cr_expect_eq(a.rc, 0, "the frame went out");
+	cr_assert_eq(dp_mismatch(d[1], &seq, &peer, &theirs, &ours), 0);
+	cr_expect_eq(peer, 1);
+	cr_expect_eq(theirs, 0x5);
+	for (int i = 0; i < 3; i++)
+		dp_destroy(d[i]);
+}
+
 struct stop_when {
 	const struct dp_xfer *x;
 	int calls;

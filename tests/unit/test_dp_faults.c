@@ -152,15 +152,15 @@ Test(dp, strangers_refused_peer_unharmed, .timeout = 60)
 	ftcc_log_set_sink(dph_count_sink);
 	dph_mesh(d, ids, incs, 2);
 	fds[nf++] = dph_raw_connect(d[1], junk, strlen(junk));
-	dph_raw_hello(h, 1, DPH_GROUP + 1, 1, 4, 5, 6);
+	dph_raw_hello(h, DP_HELLO_VERSION, DPH_GROUP + 1, 1, 4, 5, 6);
 	fds[nf++] = dph_raw_connect(d[1], h, sizeof(h)); /* another group */
-	dph_raw_hello(h, 2, DPH_GROUP, 1, 4, 5, 6);
+	dph_raw_hello(h, DP_HELLO_VERSION + 1, DPH_GROUP, 1, 4, 5, 6);
 	fds[nf++] = dph_raw_connect(d[1], h, sizeof(h)); /* foreign version */
-	dph_raw_hello(h, 1, DPH_GROUP, 1, 3, 5, 6);
+	dph_raw_hello(h, DP_HELLO_VERSION, DPH_GROUP, 1, 3, 5, 6);
 	fds[nf++] = dph_raw_connect(d[1], h, sizeof(h)); /* stale incarnation of member 1 */
-	dph_raw_hello(h, 1, DPH_GROUP, 1, 4, 5, 5);
+	dph_raw_hello(h, DP_HELLO_VERSION, DPH_GROUP, 1, 4, 5, 5);
 	fds[nf++] = dph_raw_connect(d[1], h, sizeof(h)); /* to an old incarnation of member 5 */
-	dph_raw_hello(h, 1, DPH_GROUP, 7, 1, 5, 6);
+	dph_raw_hello(h, DP_HELLO_VERSION, DPH_GROUP, 7, 1, 5, 6);
 	fds[nf++] = dph_raw_connect(d[1], h, sizeof(h)); /* higher id must not connect */
 	fds[nf++] = dph_raw_connect(d[1], h, 10);	 /* a truncated HELLO, then close */
 	shutdown(fds[nf - 1], SHUT_WR);
@@ -201,13 +201,13 @@ Test(dp, unknown_member_held_then_adopted, .timeout = 60)
 	struct dp_peer p3 = dph_peer_of(other, 3, 9);
 	uint32_t bp;
 
-	dph_raw_hello(h, 1, DPH_GROUP, 3, 9, 5, 6);
+	dph_raw_hello(h, DP_HELLO_VERSION, DPH_GROUP, 3, 9, 5, 6);
 	int fd = dph_raw_connect(d, h, sizeof(h));
 
 	cr_expect_eq(dph_raw_wait(d, fd, reply, sizeof(reply), 300), 0, "held: no reply, no close");
 	cr_assert_eq(dp_set_peers(d, &p3, 1), 0);
 	cr_assert_eq(dph_raw_wait(d, fd, reply, sizeof(reply), 3000), 2, "reply after adoption");
-	dph_raw_hello(expect, 1, DPH_GROUP, 5, 6, 3, 9);
+	dph_raw_hello(expect, DP_HELLO_VERSION, DPH_GROUP, 5, 6, 3, 9);
 	cr_expect_arr_eq(reply, expect, sizeof(expect));
 
 	dph_raw_frame_hdr(frame, dph_tag(4, 2), 16);
@@ -272,9 +272,9 @@ Test(dp, connect_retried_until_peer_listens, .timeout = 60)
 
 	cr_assert_geq(fd, 0);
 	cr_assert_eq(recv(fd, h, sizeof(h), MSG_WAITALL), (ssize_t)sizeof(h));
-	dph_raw_hello(expect, 1, DPH_GROUP, 1, 1, 2, 3);
+	dph_raw_hello(expect, DP_HELLO_VERSION, DPH_GROUP, 1, 1, 2, 3);
 	cr_expect_arr_eq(h, expect, sizeof(h));
-	dph_raw_hello(h, 1, DPH_GROUP, 2, 3, 1, 1);
+	dph_raw_hello(h, DP_HELLO_VERSION, DPH_GROUP, 2, 3, 1, 1);
 	uint8_t frame[DP_FRAME_HDR + 8];
 
 	dph_raw_frame_hdr(frame, dph_tag(1, 0), 8);

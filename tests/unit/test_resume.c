@@ -9,6 +9,7 @@
 #include "ftcc/resume.h"
 
 #define SEQ 41
+#define SHAPE 0x3e8000701ull /* 1000 float32 sum, as the engine packs it */
 
 /* A report of member @id holding the chunks in @held (bit i = chunk i) of attempt @ep, whose
  * contributors are members 0.. @ncontrib - 1. */
@@ -20,6 +21,7 @@ static struct rs_report rep(uint32_t id, uint64_t ep, uint32_t nchunks, uint32_t
 	memset(&r, 0, sizeof(r));
 	r.id = id;
 	r.seq = SEQ;
+	r.shape = SHAPE;
 	if (ep) {
 		r.flags = RS_F_ATTEMPT;
 		r.att_epoch = ep;
@@ -208,4 +210,98 @@ Test(resume, wire_round_trip_and_bad_fields)
 	resume_encode(&a, buf);
 	buf[1] = 0x10; /* member id 4103 */
 	cr_expect_eq(resume_decode(buf, &b), -EPROTO);
+	resume_encode(&a, buf);
+	memset(buf + 40, 0, 8); /* no shape */
+	cr_expect_eq(resume_decode(buf, &b), -EPROTO);
+	a.flags |= RS_F_MISMATCH; /* a mismatch report with an attempt's data */
+	a.mm_id = 1;
+	a.mm_shape = SHAPE + 1;
+	resume_encode(&a, buf);
+	cr_expect_eq(resume_decode(buf, &b), -EPROTO);
+	a = none(3);
+	a.flags = RS_F_MISMATCH;
+	a.mm_id = 9;
+	a.mm_shape = SHAPE + 1;
+	resume_encode(&a, buf);
+	cr_assert_eq(resume_decode(buf, &b), 0);
+	cr_expect_eq(memcmp(&a, &b, sizeof(a)), 0);
+	a.mm_shape = SHAPE; /* names its own shape as the other */
+	resume_encode(&a, buf);
+	cr_expect_eq(resume_decode(buf, &b), -EPROTO);
+	a = none(3);
+	a.mm_id = 2; /* a mismatch field without the flag */
+	resume_encode(&a, buf);
+	cr_expect_eq(resume_decode(buf, &b), -EPROTO);
+}
+
+/* Members that called the op with different shapes: whatever they hold of it, every member
+ * decides the mismatch, naming the first member and the first whose shape differs. */
+Test(resume, different_shapes_are_a_mismatch_everywhere)
+{
+	struct rs_report r[3] = { rep(0, 4, 3, 0x1, 3), rep(1, 4, 3, 0x2, 3), none(2) };
+	struct rs_decision d;
+
+	r[2].shape = SHAPE + (1ull << 24); /* one more element */
+	cr_assert_eq(resume_decide(r, 3, &d), 0);
+	cr_expect_eq(d.kind, RS_MISMATCH);
+	cr_expect_eq(d.mm_id[0], 0);
+	cr_expect_eq(d.mm_shape[0], SHAPE);
+	cr_expect_eq(d.mm_id[1], 2);
+	cr_expect_eq(d.mm_shape[1], SHAPE + (1ull << 24));
+	/* the same shapes otherwise: the covered attempt finishes (no mismatch by accident) */
+	r[2] = rep(2, 4, 3, 0x4, 3);
+	cr_assert_eq(resume_decide(r, 3, &d), 0);
+	cr_expect_eq(d.kind, RS_FINISH);
+}
+
+/* A member that ended the op with a mismatch in an earlier epoch says so: the others, whose
+ * reports agree now (the member with the other shape left since), end it the same way. */
+Test(resume, an_earlier_mismatch_decision_is_kept)
+{
+	struct rs_report r[3] = { rep(0, 4, 3, 0x7, 3), none(1), none(2) };
+	struct rs_decision d;
+
+	r[1].flags = RS_F_MISMATCH;
+	r[1].mm_id = 4;
+	r[1].mm_shape = SHAPE ^ 0x200;
+	cr_assert_eq(resume_decide(r, 3, &d), 0);
+	cr_expect_eq(d.kind, RS_MISMATCH);
+	cr_expect_eq(d.mm_id[0], 1);
+	cr_expect_eq(d.mm_shape[0], SHAPE);
+	cr_expect_eq(d.mm_id[1], 4, "the member it named, gone since");
+	cr_expect_eq(d.mm_shape[1], SHAPE ^ 0x200);
+}
+
+/* A member returned the mismatch in an earlier epoch (MISMATCH|COMPLETED): the others decide it
+ * too, and are told that nobody waits for have notices any more. A mismatch decided but not
+ * returned says nothing of the kind. */
+Test(resume, a_returned_mismatch_needs_no_more_notices)
+{
+	struct rs_report r[3] = { none(0), none(1), none(2) };
+	struct rs_decision d;
+
+	r[1].flags = RS_F_MISMATCH;
+	r[1].mm_id = 2;
+	r[1].mm_shape = SHAPE + 5;
+	cr_assert_eq(resume_decide(r, 3, &d), 0);
+	cr_expect_eq(d.kind, RS_MISMATCH);
+	cr_expect_eq(d.mm_ended, 0);
+	r[2].flags = RS_F_MISMATCH | RS_F_COMPLETED;
+	r[2].mm_id = 4;
+	r[2].mm_shape = SHAPE + 5;
+	cr_assert_eq(resume_decide(r, 3, &d), 0);
+	cr_expect_eq(d.kind, RS_MISMATCH);
+	cr_expect_eq(d.mm_ended, 1);
+	cr_expect_eq(d.mm_id[0], 1, "the first flagged report names the pair");
+}
+
+/* A completed report beside another shape: no member can have returned such an op. */
+Test(resume, completed_beside_a_mismatch_is_refused)
+{
+	struct rs_report r[2] = { rep(0, 4, 1, 0x1, 2), rep(1, 4, 1, 0x1, 2) };
+	struct rs_decision d;
+
+	r[0].flags |= RS_F_COMPLETED;
+	r[1].shape = SHAPE ^ 0x100; /* another operator */
+	cr_expect_eq(resume_decide(r, 2, &d), -EPROTO);
 }

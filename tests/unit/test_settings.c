@@ -131,6 +131,46 @@ Test(settings, garbage_ints_rejected)
 	cr_assert_eq(ftcc_setting_int(FTCC_SET_NSTREAMS), 7);
 }
 
+/* A variable named like a setting that is none (a typo, an old name) gets one WARN naming it;
+ * the tools' own variables get none. */
+Test(settings, unknown_variable_is_named_once)
+{
+	setenv("FTCC_PLUGIN_PATH", "/nowhere.so", 1);
+	setenv("FTCC_TEST_QUICK", "1", 1);
+	cr_assert_eq(ftcc_settings_load(), 0);
+	cr_expect_eq(warnings, 0, "%s", last_warning);
+	setenv("FTCC_EAGER_MAX", "0", 1);
+	cr_assert_eq(ftcc_settings_load(), 0, "an unknown name is no error");
+	cr_expect_eq(warnings, 1);
+	cr_expect(strstr(last_warning, "FTCC_EAGER_MAX is not an ftcc setting"), "%s",
+		  last_warning);
+	cr_expect(strstr(last_warning, "_BYTES"), "%s", last_warning);
+	cr_assert_eq(ftcc_settings_load(), 0);
+	cr_expect_eq(warnings, 1, "once per process");
+	unsetenv("FTCC_EAGER_MAX");
+	unsetenv("FTCC_PLUGIN_PATH");
+	unsetenv("FTCC_TEST_QUICK");
+}
+
+/* 0 means "derived" for the heartbeat and the reconnect bound: the value in effect is the
+ * library's rule, shown by ftcc-settings --current. */
+Test(settings, derived_values_in_effect)
+{
+	cr_assert_eq(ftcc_settings_set(FTCC_SET_FAILURE_TIMEOUT_MS, "400"), 0);
+	cr_expect_eq(ftcc_setting_effective(FTCC_SET_HEARTBEAT_MS), 50);
+	cr_expect_eq(ftcc_setting_effective(FTCC_SET_RECONNECT_MS), 400);
+	cr_assert_eq(ftcc_settings_set(FTCC_SET_FAILURE_TIMEOUT_MS, "5000"), 0);
+	cr_expect_eq(ftcc_setting_effective(FTCC_SET_HEARTBEAT_MS), 100, "capped at 100");
+	cr_assert_eq(ftcc_settings_set(FTCC_SET_FAILURE_TIMEOUT_MS, "100"), 0);
+	cr_expect_eq(ftcc_setting_effective(FTCC_SET_HEARTBEAT_MS), 12);
+	cr_expect_eq(ftcc_heartbeat_ms(20, 0), 5, "at least 5");
+	cr_assert_eq(ftcc_settings_set(FTCC_SET_HEARTBEAT_MS, "30"), 0);
+	cr_assert_eq(ftcc_settings_set(FTCC_SET_RECONNECT_MS, "700"), 0);
+	cr_expect_eq(ftcc_setting_effective(FTCC_SET_HEARTBEAT_MS), 30);
+	cr_expect_eq(ftcc_setting_effective(FTCC_SET_RECONNECT_MS), 700);
+	cr_expect_eq(ftcc_setting_effective(FTCC_SET_NSTREAMS), 2, "others as set");
+}
+
 Test(settings, error_names_variable_value_and_range)
 {
 	cr_assert_eq(ftcc_settings_set(FTCC_SET_NSTREAMS, "17"), -EINVAL);
@@ -192,10 +232,10 @@ Test(settings, load_with_bad_value)
 	cr_assert_eq(ftcc_setting_int(FTCC_SET_NSTREAMS), 4);
 
 	setenv("FTCC_NSTREAMS", "lots", 1);
-	setenv("FTCC_SOCKBUF", "1048576", 1);
+	setenv("FTCC_SOCKBUF_BYTES", "1048576", 1);
 	cr_assert_eq(ftcc_settings_load(), -EINVAL);
 	cr_assert_eq(ftcc_setting_int(FTCC_SET_NSTREAMS), 2);
-	cr_assert_eq(ftcc_setting_int(FTCC_SET_SOCKBUF), 1048576);
+	cr_assert_eq(ftcc_setting_int(FTCC_SET_SOCKBUF_BYTES), 1048576);
 	cr_assert(strstr(last_warning, "FTCC_NSTREAMS=\"lots\""), "%s", last_warning);
 
 	setenv("FTCC_DEBUG", "loud", 1);

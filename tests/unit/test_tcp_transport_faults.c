@@ -157,7 +157,7 @@ Test(tcp_faults, redial_fails_then_succeeds)
 Test(tcp_faults, split_messages_over_four_streams)
 {
 	static const char *const env[] = { "FTCC_FAILURE_TIMEOUT_MS=3000", "FTCC_NSTREAMS=4",
-					   "FTCC_MIN_CHUNK=4096", NULL };
+					   "FTCC_MIN_CHUNK_BYTES=4096", NULL };
 	struct plan pl = { { "sendv:1", "recv:3", "sendv:2" }, { 60, 140, 220 } };
 
 	stream_with_faults(env, &pl, 4, 6);
@@ -217,7 +217,7 @@ Test(tcp_faults, idle_control_faults)
  * WELCOME), or the connection dies at its reconnect deadline with no fault left to blame. */
 Test(tcp_faults, fault_while_caller_polls_then_idles)
 {
-	static const char *const env[] = { "FTCC_FAILURE_TIMEOUT_MS=1000", "FTCC_EAGER_MAX=0",
+	static const char *const env[] = { "FTCC_FAILURE_TIMEOUT_MS=1000", "FTCC_EAGER_MAX_BYTES=0",
 					   NULL };
 	const struct ftcc_transport_ops *ops = th_start(env);
 	static char a[1000], b[1024], ra[1000], rb[1024];

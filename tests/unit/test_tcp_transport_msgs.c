@@ -190,7 +190,7 @@ static void split_streams(const char *nstreams)
 			       .timeout_ms = 60000 };
 
 	snprintf(env, sizeof(env), "FTCC_NSTREAMS=%s", nstreams);
-	th_start((const char *const[]){ env, "FTCC_MIN_CHUNK=4096", NULL });
+	th_start((const char *const[]){ env, "FTCC_MIN_CHUNK_BYTES=4096", NULL });
 	run_stream(&o);
 	th_stop();
 }

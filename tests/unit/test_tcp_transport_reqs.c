@@ -85,7 +85,7 @@ Test(tcp_reqs, request_limits_eager)
 
 Test(tcp_reqs, request_limits_not_eager)
 {
-	th_start((const char *const[]){ "FTCC_EAGER_MAX=0", NULL });
+	th_start((const char *const[]){ "FTCC_EAGER_MAX_BYTES=0", NULL });
 	request_limits();
 }
 
@@ -166,7 +166,7 @@ Test(tcp_reqs, peer_close_fails_pending_sends)
 {
 	const struct ftcc_transport_ops *ops =
 		th_start((const char *const[]){ "FTCC_FAILURE_TIMEOUT_MS=3000", NULL });
-	static char buf[256 << 10]; /* above FTCC_EAGER_MAX: completes only when received */
+	static char buf[256 << 10]; /* above FTCC_EAGER_MAX_BYTES: completes only when received */
 	struct ftcc_req *req = NULL, *more = NULL;
 	struct th_pair p;
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ftcc/log.h"
+#include "ftcc/ports.h"
 #include "ftcc/settings.h"
 #include "ftcc/sys.h"
 #include "tcp.h"
@@ -203,9 +204,11 @@ static int engine_listen_dev(int d)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	memcpy(&ss, &dev->addr, dev->addr_len);
-	if (ftcc_sys_bind(fd, (struct sockaddr *)&ss, dev->addr_len) < 0 ||
-	    ftcc_sys_listen(fd, 1024) < 0 || getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+	rc = ftcc_bind_listener(fd, (struct sockaddr *)&ss, dev->addr_len);
+	if (rc == 0 &&
+	    (ftcc_sys_listen(fd, 1024) < 0 || getsockname(fd, (struct sockaddr *)&ss, &len) < 0))
 		rc = -errno;
+	if (rc) {
 		ftcc_warn("tcp: cannot listen on %s: %s", dev->name, strerror(-rc));
 		close(fd);
 		return rc;
@@ -224,21 +227,16 @@ static void engine_read_settings(void)
 {
 	uint64_t ms = 1000000ull;
 	int64_t timeout = ftcc_setting_int(FTCC_SET_FAILURE_TIMEOUT_MS);
-	int64_t hb = ftcc_setting_int(FTCC_SET_HEARTBEAT_MS);
-	int64_t rc = ftcc_setting_int(FTCC_SET_RECONNECT_MS);
+	int64_t hb = ftcc_setting_effective(FTCC_SET_HEARTBEAT_MS);
 
-	if (hb == 0)
-		hb = timeout / 8 < 100 ? timeout / 8 : 100;
-	if (hb < 5)
-		hb = 5;
 	tcp_eng.timeout_ns = (uint64_t)timeout * ms;
 	tcp_eng.hb_ns = (uint64_t)hb * ms;
-	tcp_eng.reconnect_ns = (uint64_t)(rc ? rc : timeout) * ms;
+	tcp_eng.reconnect_ns = (uint64_t)ftcc_setting_effective(FTCC_SET_RECONNECT_MS) * ms;
 	tcp_eng.connect_ns = (uint64_t)ftcc_setting_int(FTCC_SET_CONNECT_TIMEOUT_MS) * ms;
 	tcp_eng.nstreams = (int)ftcc_setting_int(FTCC_SET_NSTREAMS);
-	tcp_eng.chunk_min = (int)ftcc_setting_int(FTCC_SET_MIN_CHUNK);
-	tcp_eng.sockbuf = (int)ftcc_setting_int(FTCC_SET_SOCKBUF);
-	tcp_eng.eager_max = (size_t)ftcc_setting_int(FTCC_SET_EAGER_MAX);
+	tcp_eng.chunk_min = (int)ftcc_setting_int(FTCC_SET_MIN_CHUNK_BYTES);
+	tcp_eng.sockbuf = (int)ftcc_setting_int(FTCC_SET_SOCKBUF_BYTES);
+	tcp_eng.eager_max = (size_t)ftcc_setting_int(FTCC_SET_EAGER_MAX_BYTES);
 }
 
 /* Releases everything the engine holds; the thread is already joined. */
