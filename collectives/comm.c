@@ -28,12 +28,6 @@
 /* How long abort waits for the executor to let go. */
 #define ENG_ABORT_WAIT_MS 60
 
-FTCC_API void ftcc_config_init(struct ftcc_config *cfg)
-{
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->degraded = FTCC_DEGRADED_DEFAULT;
-}
-
 FTCC_API int ftcc_version(void)
 {
 	return FTCC_VERSION;
@@ -347,6 +341,15 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 		return FTCC_ERR_INVALID;
 	}
 	*out = NULL;
+	if (cfg &&
+	    (cfg->struct_size != sizeof(*cfg) || cfg->version / 10000 != FTCC_VERSION_MAJOR)) {
+		ftcc_warn(
+			"ftcc_comm_create: struct ftcc_config was not set up by ftcc_config_init() "
+			"of this library's major version (size %u, version %u; this library's: "
+			"size %zu, version %d)",
+			cfg->struct_size, cfg->version, sizeof(*cfg), FTCC_VERSION);
+		return FTCC_ERR_INVALID;
+	}
 	if (!cfg || !cfg->group || !cfg->group[0] || strlen(cfg->group) > 63 || cfg->size == 0 ||
 	    cfg->size > FTCC_MAX_MEMBERS || cfg->rank >= cfg->size || cfg->timeout_ms < 0 ||
 	    cfg->connect_timeout_ms < 0 || (cfg->catchup && !cfg->join)) {

@@ -370,6 +370,11 @@ static int dp_pass(struct dp *dp, struct dp_call *call)
 		if (pe->stamp == dp->pass || (!pe->want_tx && !pe->want_rx))
 			continue;
 		pe->stamp = dp->pass;
+		if (pe->broke_idle) {
+			pe->broke_idle = 0;
+			*call->bad_peer = pe->id;
+			return -EPIPE;
+		}
 		rc = dp_conn_setup(dp, pe);
 		if (rc == 0)
 			continue;
@@ -381,8 +386,12 @@ static int dp_pass(struct dp *dp, struct dp_call *call)
 				dp_conn_broken(dp, pe,
 					       rc == -EPROTO ? "a malformed or unexpected frame" :
 							       "closed or reset");
-			if (rc == -EPIPE && !dp_peer_open(dp, call, pidx))
-				continue; /* it closed after all this call wanted of it */
+			if (rc == -EPIPE && !dp_peer_open(dp, call, pidx)) {
+				/* It closed after all this call wanted of it: this call
+				 * completes, the next one that wants it hears of it. */
+				pe->broke_idle = 1;
+				continue;
+			}
 		}
 		*call->bad_peer = pe->id;
 		return rc;
@@ -433,9 +442,11 @@ static int dp_peek_others(struct dp *dp, struct dp_call *call, int np)
 		rc = dp_conn_peek(dp, pe, i, call);
 		if (rc == -EBADE)
 			return rc;
-		if (rc < 0)
+		if (rc < 0) {
 			dp_conn_broken(dp, pe,
 				       rc == -EPROTO ? "a malformed frame" : "closed or reset");
+			pe->broke_idle = 1; /* the next call that wants it hears of it */
+		}
 	}
 	return 0;
 }

@@ -100,6 +100,8 @@ struct dp_peer_ent {
 	int64_t rx_ns;	      /* bytes last came from it (or a wait on it began) */
 	int64_t check_ns;     /* its connection's liveness was last looked at */
 	int64_t stall_ns;     /* data outstanding and retransmitted since then (0: none) */
+	int broke_idle;	      /* its connection broke while no call wanted it: the next call
+			       * that does gets -EPIPE (frames may have been lost) */
 };
 
 struct dp {

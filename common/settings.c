@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ftcc/log.h"
+#include "ftcc/ports.h"
 #include "ftcc/sys.h"
 
 /* Per-type pieces of the X-macro: a STR default is a string literal, an INT default a number. */
@@ -177,6 +178,39 @@ static void settings_apply(enum ftcc_setting_id id)
 		ftcc_sys_inject_reload(atomic_load(&settings_str[id]));
 }
 
+/* What a string setting with a fixed syntax accepts, for the error line. */
+static const char *settings_str_expected(enum ftcc_setting_id id)
+{
+	switch (id) {
+	case FTCC_SET_DEGRADED:
+		return "rescale, sum or fail";
+	case FTCC_SET_ALGO:
+		return "auto (or empty), ring or rd";
+	case FTCC_SET_PORT_RANGE:
+		return "LO-HI with 1 <= LO <= HI <= 65535, or empty";
+	default:
+		return "";
+	}
+}
+
+/* 0 when @text is valid for string setting @id (those with a fixed syntax; others take any). */
+static int settings_str_check(enum ftcc_setting_id id, const char *text)
+{
+	int lo, hi;
+
+	switch (id) {
+	case FTCC_SET_DEGRADED:
+		return strcmp(text, "rescale") && strcmp(text, "sum") && strcmp(text, "fail");
+	case FTCC_SET_ALGO:
+		return text[0] && strcmp(text, "auto") && strcmp(text, "ring") &&
+		       strcmp(text, "rd");
+	case FTCC_SET_PORT_RANGE:
+		return ftcc_port_range_parse(text, &lo, &hi) != 0;
+	default:
+		return 0;
+	}
+}
+
 /* Parses and stores one value; caller holds the lock. Logs and returns -EINVAL on bad text. */
 static int settings_store(enum ftcc_setting_id id, const char *text)
 {
@@ -207,6 +241,11 @@ static int settings_store(enum ftcc_setting_id id, const char *text)
 		for (size_t i = 0; i <= n; i++)
 			upper[i] = (char)toupper((unsigned char)text[i]);
 		text = upper;
+	}
+	if (settings_str_check(id, text)) {
+		ftcc_warn("%s=\"%s\" is invalid: expected %s", d->name, text,
+			  settings_str_expected(id));
+		return -EINVAL;
 	}
 	/* Unchanged (a reload of the same environment): keep the stored copy, allocate nothing. */
 	const char *cur = atomic_load(&settings_str[id]);

@@ -109,6 +109,8 @@ enum ftcc_degraded {
 
 /* Communicator configuration. Start from ftcc_config_init(); strings are copied. */
 struct ftcc_config {
+	uint32_t struct_size;	  /* set by ftcc_config_init(): sizeof(struct ftcc_config) */
+	uint32_t version;	  /* set by ftcc_config_init(): FTCC_VERSION of the header */
 	const char *group;	  /* group name, 1..63 bytes (one group per job/communicator) */
 	uint32_t rank;		  /* this member's id, < size */
 	uint32_t size;		  /* members at formation, 1..FTCC_MAX_MEMBERS */
@@ -118,7 +120,8 @@ struct ftcc_config {
 				    * interface (FTCC_SOCKET_IFNAME) */
 	const char *coordinator;  /* NULL: FTCC_COORDINATOR; "" or "embedded"; "host:port" */
 	int join;		  /* 1: join a running group (a restart) instead of forming it */
-	int catchup;		  /* with join: contribute zeros until ftcc_comm_ready() */
+	int catchup;		  /* with join: contribute the identity (0 for sums) until
+				   * ftcc_comm_ready() */
 	enum ftcc_degraded degraded;
 	int64_t timeout_ms;	    /* silence before a member is declared lost; 0: setting */
 	int64_t connect_timeout_ms; /* bound on forming or joining; 0: setting */
@@ -151,7 +154,14 @@ struct ftcc_view {
 typedef struct ftcc_comm ftcc_comm_t;
 typedef struct ftcc_request ftcc_request_t;
 
-FTCC_API void ftcc_config_init(struct ftcc_config *cfg);
+/* Sets @cfg to the defaults (everything 0 or NULL) and stamps it with this header's size and
+ * version, which ftcc_comm_create() checks: a configuration not made by it is refused. */
+static inline void ftcc_config_init(struct ftcc_config *cfg)
+{
+	*cfg = (struct ftcc_config){ .struct_size = (uint32_t)sizeof(*cfg),
+				     .version = FTCC_VERSION,
+				     .degraded = FTCC_DEGRADED_DEFAULT };
+}
 
 /* Creates this member and waits until the group formed (or admitted it, with join), bounded by
  * connect_timeout_ms. 0 and *@out, or FTCC_ERR_INVALID / _TIMEOUT / _LOST / _SYSTEM / _NOMEM. */

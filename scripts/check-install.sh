@@ -80,7 +80,7 @@ if command -v dpkg-deb >/dev/null 2>&1; then
 	deb=$(ls "$scratch"/ftcc_*.deb)
 	list=$(dpkg-deb -c "$deb")
 	for want in libftcc.so.0 libnccl-net-ftcc.so include/ftcc.h include/ftcc_status.h pkgconfig/ftcc.pc \
-		cmake/ftcc/ftccConfig.cmake bin/ftcc-coordinator; do
+		cmake/ftcc/ftccConfig.cmake bin/ftcc-coordinator bin/ftcc-settings; do
 		if ! grep -q "$want" <<<"$list"; then
 			echo "check-install: $(basename "$deb") lacks $want" >&2
 			exit 1

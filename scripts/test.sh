@@ -189,7 +189,8 @@ sweep_stale_nft() {
 }
 
 # check_readme_example: the README's first C block compiles, warning-free, against
-# include/ftcc.h and links with libftcc.so, as a reader would build it.
+# include/ftcc.h and links with libftcc.so, as a reader would build it, and is the program
+# built as ftcc-example (examples/allreduce.c).
 check_readme_example() {
 	local dir=$1 src
 	src=$(mktemp --suffix=.c)
@@ -201,6 +202,12 @@ check_readme_example() {
 	fi
 	if ! cc -std=c11 -Wall -Wextra -Werror -Iinclude "$src" -L"$dir" -lftcc \
 		-o "$dir/readme-example"; then
+		rm -f "$src"
+		return 1
+	fi
+	# build/ftcc-example is the same program: examples/allreduce.c after its comment
+	if ! diff -u "$src" <(sed -n '/^#define _POSIX_C_SOURCE/,$p' examples/allreduce.c); then
+		echo "examples/allreduce.c differs from README.md's example" >&2
 		rm -f "$src"
 		return 1
 	fi

@@ -422,6 +422,15 @@ Test(ft_mproc, bad_config)
 	BASE();
 	cfg.degraded = (enum ftcc_degraded)9;
 	expect_invalid_config("unknown degraded policy", &cfg);
+	BASE();
+	cfg.struct_size = 0;
+	expect_invalid_config("not made by ftcc_config_init()", &cfg);
+	BASE();
+	cfg.struct_size -= 8;
+	expect_invalid_config("a config of another size", &cfg);
+	BASE();
+	cfg.version = FTCC_VERSION_CODE(FTCC_VERSION_MAJOR + 1, 0, 0);
+	expect_invalid_config("another major version", &cfg);
 #undef BASE
 	cr_expect_eq(ftcc_comm_create(NULL, &comm), FTCC_ERR_INVALID, "NULL config");
 	cr_expect_null(comm);
@@ -438,6 +447,8 @@ Test(ft_mproc, config_init_defaults)
 
 	memset(&cfg, 0x5a, sizeof(cfg));
 	ftcc_config_init(&cfg);
+	cr_expect_eq(cfg.struct_size, sizeof(cfg));
+	cr_expect_eq(cfg.version, FTCC_VERSION);
 	cr_expect_null(cfg.group);
 	cr_expect_null(cfg.addrs);
 	cr_expect_null(cfg.coordinator);

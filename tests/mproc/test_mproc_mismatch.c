@@ -132,6 +132,22 @@ static void run_case(const char *name, int n, const struct ft_spec *script,
 		}
 	}
 	cr_expect_gt(nmm, 0, "the case has no mismatched op");
+	/* How long a mismatched op took, from its first start to its last end. */
+	for (uint64_t s = 0; s < NSPEC; s++) {
+		int64_t t0 = INT64_MAX, t1 = 0;
+
+		if (!mismatched(&grp, s))
+			continue;
+		for (int i = 0; i < n; i++) {
+			const struct ft_op *op = ft_group_op(&grp, i, s);
+
+			t0 = op->t_start < t0 ? op->t_start : t0;
+			t1 = op->t_done > t1 ? op->t_done : t1;
+		}
+		chaos_report("mismatch: %s: op %llu ended with FTCC_ERR_MISMATCH on all %d members "
+			     "within %.1f ms of its first start",
+			     name, (unsigned long long)s, n, chaos_ms(t0, t1));
+	}
 	/* Member 0's log names both shapes of every mismatched op (its WARN line). */
 	ft_group_log(&grp, 0, text, sizeof(text));
 	for (uint64_t s = 0; s < NSPEC; s++) {

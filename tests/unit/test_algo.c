@@ -50,8 +50,9 @@ Test(algo_choose, by_size_and_setting)
 	cr_expect_eq(algo_choose(1, 3), ALGO_RING);
 	cr_assert_eq(ftcc_settings_set(FTCC_SET_ALGO, "rd"), 0);
 	cr_expect_eq(algo_choose(1 << 30, 3), ALGO_RD);
-	/* An unknown name chooses by size. */
-	cr_assert_eq(ftcc_settings_set(FTCC_SET_ALGO, "tree"), 0);
+	/* An unknown name is refused when the settings load; empty means auto. */
+	cr_expect_eq(ftcc_settings_set(FTCC_SET_ALGO, "tree"), -EINVAL);
+	cr_assert_eq(ftcc_settings_set(FTCC_SET_ALGO, ""), 0);
 	cr_expect_eq(algo_choose(101, 3), ALGO_RING);
 	cr_expect_eq(algo_choose(100, 3), ALGO_RD);
 }

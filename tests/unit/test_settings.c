@@ -171,6 +171,34 @@ Test(settings, derived_values_in_effect)
 	cr_expect_eq(ftcc_setting_effective(FTCC_SET_NSTREAMS), 2, "others as set");
 }
 
+/* String settings with a fixed syntax are checked when they load, like numbers: a bad value is
+ * an error naming the variable, never a surprise later. */
+Test(settings, string_settings_checked_at_load)
+{
+	static const char *const bad[][2] = { { "FTCC_DEGRADED", "bogus" },
+					      { "FTCC_DEGRADED", "Rescale" },
+					      { "FTCC_ALGO", "tree" },
+					      { "FTCC_PORT_RANGE", "5-1" },
+					      { "FTCC_PORT_RANGE", "30000" } };
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		warnings = 0;
+		setenv(bad[i][0], bad[i][1], 1);
+		cr_expect_eq(ftcc_settings_load(), -EINVAL, "%s=%s loaded", bad[i][0], bad[i][1]);
+		cr_expect_eq(warnings, 1);
+		cr_expect(strstr(last_warning, bad[i][0]), "%s", last_warning);
+		unsetenv(bad[i][0]);
+	}
+	setenv("FTCC_DEGRADED", "fail", 1);
+	setenv("FTCC_ALGO", "rd", 1);
+	setenv("FTCC_PORT_RANGE", "30000-30100", 1);
+	cr_expect_eq(ftcc_settings_load(), 0);
+	cr_expect_str_eq(ftcc_setting_str(FTCC_SET_PORT_RANGE), "30000-30100");
+	unsetenv("FTCC_DEGRADED");
+	unsetenv("FTCC_ALGO");
+	unsetenv("FTCC_PORT_RANGE");
+}
+
 Test(settings, error_names_variable_value_and_range)
 {
 	cr_assert_eq(ftcc_settings_set(FTCC_SET_NSTREAMS, "17"), -EINVAL);
