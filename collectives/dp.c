@@ -251,6 +251,8 @@ int dp_set_peers(struct dp *dp, const struct dp_peer *peers, uint32_t n)
 		struct dp_peer_ent *old = &dp->peers[i];
 		struct dp_peer_ent *e = bsearch(old, ents, m, sizeof(*ents), peer_ent_cmp);
 
+		if (e && e->inc == old->inc)
+			e->broke_idle = old->broke_idle;
 		if (!old->conn)
 			continue;
 		if (e && e->inc == old->inc) {
@@ -331,7 +333,8 @@ static void dp_flush_tails(struct dp *dp)
 		    pe->conn->state != DPC_READY)
 			continue;
 		if (dp_tail_flush(dp, pe->conn) < 0)
-			dp_conn_broken(dp, pe, "writing the rest of an abandoned frame failed");
+			dp_conn_broken_idle(dp, pe,
+					    "writing the rest of an abandoned frame failed");
 	}
 }
 
@@ -382,16 +385,16 @@ static int dp_pass(struct dp *dp, struct dp_call *call)
 			rc = dp_conn_io(dp, pe, pidx, call);
 			if (rc == 0)
 				continue;
+			if (rc == -EPIPE && !dp_peer_open(dp, call, pidx)) {
+				/* It closed after all this call wanted of it: this call
+				 * completes, the next one that wants it hears of it. */
+				dp_conn_broken_idle(dp, pe, "closed or reset");
+				continue;
+			}
 			if (rc != -EBADE) /* a frame of another shape is dropped, not the link */
 				dp_conn_broken(dp, pe,
 					       rc == -EPROTO ? "a malformed or unexpected frame" :
 							       "closed or reset");
-			if (rc == -EPIPE && !dp_peer_open(dp, call, pidx)) {
-				/* It closed after all this call wanted of it: this call
-				 * completes, the next one that wants it hears of it. */
-				pe->broke_idle = 1;
-				continue;
-			}
 		}
 		*call->bad_peer = pe->id;
 		return rc;
@@ -442,11 +445,9 @@ static int dp_peek_others(struct dp *dp, struct dp_call *call, int np)
 		rc = dp_conn_peek(dp, pe, i, call);
 		if (rc == -EBADE)
 			return rc;
-		if (rc < 0) {
-			dp_conn_broken(dp, pe,
-				       rc == -EPROTO ? "a malformed frame" : "closed or reset");
-			pe->broke_idle = 1; /* the next call that wants it hears of it */
-		}
+		if (rc < 0) /* the next call that wants it hears of it */
+			dp_conn_broken_idle(
+				dp, pe, rc == -EPROTO ? "a malformed frame" : "closed or reset");
 	}
 	return 0;
 }

@@ -101,6 +101,13 @@ void dp_conn_broken(struct dp *dp, struct dp_peer_ent *pe, const char *why)
 	pe->stall_ns = 0;
 }
 
+void dp_conn_broken_idle(struct dp *dp, struct dp_peer_ent *pe, const char *why)
+{
+	if (pe->conn && pe->conn->used)
+		pe->broke_idle = 1;
+	dp_conn_broken(dp, pe, why);
+}
+
 /* Removes pending entry @i (order is not kept). */
 static void pending_drop(struct dp *dp, uint32_t i, int free_it)
 {
@@ -148,9 +155,12 @@ static int pending_adopt(struct dp *dp, uint32_t i, struct dp_peer_ent *pe, stru
 		return 0;
 	/* The peer made a new connection: its old one broke on its side, and what was in flight
 	 * on it is lost (the old one's tail too). */
+	if (old->used)
+		pe->broke_idle = 1; /* the call that wants it next hears of it, if not this one */
 	dp_conn_free(dp, old);
 	if (!call_uses(dp, call, pe))
 		return 0;
+	pe->broke_idle = 0;
 	ftcc_info("dp: member %u reconnected while transfers were in flight", pe->id);
 	*call->bad_peer = pe->id;
 	return -EPIPE;

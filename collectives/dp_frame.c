@@ -221,6 +221,7 @@ static int conn_tx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct 
 		n = ftcc_sys_sendv(c->fd, iov, niov);
 		if (n < 0)
 			return would_block() ? 0 : io_error(pe, n, "send");
+		c->used |= n > 0;
 		if ((size_t)n < want)
 			short_write = 1;
 		for (int f = 0; f < nf && n > 0; f++) {
@@ -371,6 +372,7 @@ static int conn_rx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct 
 			}
 			if (c->rx_tag.phase == DP_PH_NOP)
 				continue; /* its purpose was to be sent */
+			c->used = 1;
 			c->rx_mode = DPR_WAIT;
 			/* fall through */
 		case DPR_WAIT:

@@ -81,6 +81,7 @@ struct dp_conn {
 	size_t tx_len;
 	const void *tx_buf;
 	uint64_t tx_sent; /* header and payload bytes written */
+	int used;	  /* a frame header went out or came in on it: losing it may lose frames */
 	/* bytes owned by dp that go before any frame: the rest of an abandoned frame, or a NOP */
 	uint8_t *tail;
 	size_t tail_len, tail_off;
@@ -100,8 +101,9 @@ struct dp_peer_ent {
 	int64_t rx_ns;	      /* bytes last came from it (or a wait on it began) */
 	int64_t check_ns;     /* its connection's liveness was last looked at */
 	int64_t stall_ns;     /* data outstanding and retransmitted since then (0: none) */
-	int broke_idle;	      /* its connection broke while no call wanted it: the next call
-			       * that does gets -EPIPE (frames may have been lost) */
+	int broke_idle;	      /* a connection that carried frames broke or was replaced while
+			       * no call wanted it: the next call that does gets -EPIPE (frames
+			       * may have been lost); kept across dp_set_peers() */
 };
 
 struct dp {
@@ -180,6 +182,9 @@ int dp_conn_setup(struct dp *dp, struct dp_peer_ent *pe);
 
 /* @pe's connection broke (@why for the log): it is closed; the peer is down from now. */
 void dp_conn_broken(struct dp *dp, struct dp_peer_ent *pe, const char *why);
+/* The same while no call wants @pe: the next call that does hears of it (broke_idle) when the
+ * connection had carried frames. */
+void dp_conn_broken_idle(struct dp *dp, struct dp_peer_ent *pe, const char *why);
 
 /* Liveness of @pe's ready connection while a call waits on it: a NOP when a receive waited
  * dp->nop_ns without a byte, and the kernel's view of outstanding data. 0, or -EPIPE when data

@@ -55,18 +55,6 @@ struct ft_child {
 	_Atomic int quit; /* the abort thread exits */
 };
 
-const struct ft_spec *ft_spec_of(const struct ft_group *g, uint64_t seq)
-{
-	return &g->script[seq % (uint64_t)g->o.nspec];
-}
-
-const struct ft_spec *ft_spec_for(const struct ft_group *g, int member, uint64_t seq)
-{
-	const struct ft_spec *own = g->o.own_script[member];
-
-	return own ? &own[seq % (uint64_t)g->o.nspec] : ft_spec_of(g, seq);
-}
-
 static void ft_note_max(_Atomic int64_t *at, int64_t v)
 {
 	int64_t cur = atomic_load(at);
@@ -130,11 +118,10 @@ static void ft_cap_address_space(void)
 	unsigned long pages = 0;
 	struct rlimit rl;
 
-	if (!f)
-		return;
-	if (fscanf(f, "%lu", &pages) != 1)
+	if (f && fscanf(f, "%lu", &pages) != 1)
 		pages = 0;
-	fclose(f);
+	if (f)
+		fclose(f);
 	if (!pages)
 		return;
 	rl.rlim_cur = rl.rlim_max =

@@ -15,6 +15,18 @@
 #include "ftcc/reduce.h"
 #include "ftcc/text.h"
 
+const struct ft_spec *ft_spec_of(const struct ft_group *g, uint64_t seq)
+{
+	return &g->script[seq % (uint64_t)g->o.nspec];
+}
+
+const struct ft_spec *ft_spec_for(const struct ft_group *g, int member, uint64_t seq)
+{
+	const struct ft_spec *own = g->o.own_script[member];
+
+	return own ? &own[seq % (uint64_t)g->o.nspec] : ft_spec_of(g, seq);
+}
+
 enum ftcc_degraded ft_policy(const struct ft_group *g)
 {
 	const char *env = getenv("FTCC_DEGRADED");
