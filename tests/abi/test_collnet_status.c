@@ -125,6 +125,20 @@ static int wait_epoch(uint32_t who, long epoch_min, int timeout_ms)
 	}
 }
 
+/* Three heads with @o, each publishing its status in a fresh directory (@dir), running until
+ * they completed 16 ops. */
+static void start_with_status_dir(struct cn_opts *o)
+{
+	snprintf(dir, sizeof(dir), "/tmp/ftcc-status-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	for (int h = 0; h < 3; h++) {
+		snprintf(env[h], sizeof(env[h]), "FTCC_STATUS_DIR=%s", dir);
+		o->env[h] = env[h];
+	}
+	cr_assert_eq(cn_heads_start(&g, 3, o), 0);
+	cr_assert_eq(cn_heads_wait_ops(&g, 7, 16, 30000), 0, "%s", explain());
+}
+
 Test(collnet_status, kill_shows_in_the_survivors_files, .init = abi_setup, .fini = status_fini,
      .timeout = 90)
 {
@@ -135,14 +149,7 @@ Test(collnet_status, kill_shows_in_the_survivors_files, .init = abi_setup, .fini
 	FILE *py;
 	int seen = 0;
 
-	snprintf(dir, sizeof(dir), "/tmp/ftcc-status-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
-	for (int h = 0; h < 3; h++) {
-		snprintf(env[h], sizeof(env[h]), "FTCC_STATUS_DIR=%s", dir);
-		o.env[h] = env[h];
-	}
-	cr_assert_eq(cn_heads_start(&g, 3, &o), 0);
-	cr_assert_eq(cn_heads_wait_ops(&g, 7, 16, 30000), 0, "%s", explain());
+	start_with_status_dir(&o);
 	for (int i = 0; i < 3; i++) {
 		cr_assert_eq(status_of(i, text, sizeof(text)), 0, "node %d has no status file", i);
 		expect_field(i, text, "format", "1");
@@ -271,14 +278,7 @@ Test(collnet_status, failed_state_keeps_its_reason, .init = abi_setup, .fini = s
 	char text[4096], v[256];
 	int64_t deadline;
 
-	snprintf(dir, sizeof(dir), "/tmp/ftcc-status-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
-	for (int h = 0; h < 3; h++) {
-		snprintf(env[h], sizeof(env[h]), "FTCC_STATUS_DIR=%s", dir);
-		o.env[h] = env[h];
-	}
-	cr_assert_eq(cn_heads_start(&g, 3, &o), 0);
-	cr_assert_eq(cn_heads_wait_ops(&g, 7, 16, 30000), 0, "%s", explain());
+	start_with_status_dir(&o);
 	cn_heads_kill(&g, 2);
 	deadline = chaos_now_ns() + 10000LL * 1000000;
 	for (int i = 0; i < 2; i++) {
