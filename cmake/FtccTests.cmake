@@ -17,6 +17,22 @@ endif()
 enable_testing()
 ftcc_glob(FTCC_TESTLIB_SOURCES tests/lib)
 
+# The verbs emulator: a libibverbs.so.1 of its own (build/ibemu/), loaded by the ib transport
+# through FTCC_IBVERBS_LIB in tests, since no machine here has an HCA.
+if(FTCC_HAVE_IB)
+	ftcc_glob(FTCC_IBEMU_SOURCES tests/ibemu)
+	add_library(ftcc_ibemu SHARED ${FTCC_IBEMU_SOURCES})
+	set_target_properties(ftcc_ibemu PROPERTIES
+		OUTPUT_NAME ibverbs VERSION 1 SOVERSION 1
+		LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/ibemu
+		C_VISIBILITY_PRESET hidden
+		LINK_DEPENDS ${CMAKE_SOURCE_DIR}/tests/ibemu/ibemu.map)
+	target_include_directories(ftcc_ibemu SYSTEM PRIVATE ${FTCC_VERBS_INCLUDE_DIR})
+	target_link_options(ftcc_ibemu PRIVATE
+		-Wl,--version-script=${CMAKE_SOURCE_DIR}/tests/ibemu/ibemu.map)
+	target_link_libraries(ftcc_ibemu PRIVATE Threads::Threads)
+endif()
+
 # Adds test executable NAME from the given source directories.
 function(ftcc_add_test name)
 	ftcc_glob(sources ${ARGN})
@@ -25,6 +41,12 @@ function(ftcc_add_test name)
 						   ${CMAKE_SOURCE_DIR}/tests/lib)
 	target_link_libraries(${name} PRIVATE ftcc_core PkgConfig::CRITERION Threads::Threads
 					      ${CMAKE_DL_LIBS})
+	if(TARGET ftcc_ibemu)
+		target_compile_definitions(${name} PRIVATE
+			FTCC_IBEMU_PATH="$<TARGET_FILE:ftcc_ibemu>")
+		target_include_directories(${name} SYSTEM PRIVATE ${FTCC_VERBS_INCLUDE_DIR})
+		add_dependencies(${name} ftcc_ibemu)
+	endif()
 	add_test(NAME ${name} COMMAND ${name})
 endfunction()
 

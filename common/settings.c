@@ -188,6 +188,8 @@ static const char *settings_str_expected(enum ftcc_setting_id id)
 		return "auto (or empty), ring or rd";
 	case FTCC_SET_PORT_RANGE:
 		return "LO-HI with 1 <= LO <= HI <= 65535, or empty";
+	case FTCC_SET_TRANSPORT:
+		return "auto (or empty), ib or tcp";
 	default:
 		return "";
 	}
@@ -206,6 +208,8 @@ static int settings_str_check(enum ftcc_setting_id id, const char *text)
 		       strcmp(text, "rd");
 	case FTCC_SET_PORT_RANGE:
 		return ftcc_port_range_parse(text, &lo, &hi) != 0;
+	case FTCC_SET_TRANSPORT:
+		return text[0] && strcmp(text, "auto") && strcmp(text, "ib") && strcmp(text, "tcp");
 	default:
 		return 0;
 	}

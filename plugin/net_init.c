@@ -23,9 +23,6 @@
 #include "ftcc/transport.h"
 #include "plugin.h"
 
-/* The transport every ctx uses; the only one so far. */
-#define PLUGIN_TRANSPORT "tcp"
-
 /* Serialises init, finalize and the unload destructor. */
 static pthread_mutex_t plugin_lock = PTHREAD_MUTEX_INITIALIZER;
 static int plugin_refs;			  /* live ctxs; each holds one transport reference */
@@ -140,6 +137,42 @@ static uint64_t plugin_random64(void)
 	return v ? v : 1;
 }
 
+/* The transport FTCC_TRANSPORT names: tcp, ib, or (auto) ib when it finds an active HCA port
+ * and tcp otherwise, as NCCL prefers its IB transport to sockets. A forced ib without a port is
+ * an error, not a quiet fallback. Caller holds plugin_lock. */
+static const struct ftcc_transport_ops *plugin_pick_transport(void)
+{
+	const char *want = ftcc_setting_str(FTCC_SET_TRANSPORT);
+	const struct ftcc_transport_ops *ib = ftcc_transport_get("ib");
+	const struct ftcc_transport_ops *tcp = ftcc_transport_get("tcp");
+	int n = 0;
+
+	if (strcmp(want, "tcp") == 0)
+		return tcp;
+	if (!ib) {
+		if (strcmp(want, "ib") == 0) {
+			ftcc_warn("init failed: FTCC_TRANSPORT=ib, but this build has no "
+				  "InfiniBand transport (built without libibverbs-dev)");
+			return NULL;
+		}
+		return tcp;
+	}
+	/* A reference held across the ctx's own init keeps the devices discovered once. */
+	if (ib->init() == 0) {
+		ib->devices(&n);
+		ib->fini();
+	}
+	if (n > 0)
+		return ib;
+	if (strcmp(want, "ib") == 0) {
+		ftcc_warn("init failed: FTCC_TRANSPORT=ib, but no active InfiniBand or RoCE port "
+			  "was found (libibverbs missing, no HCA, ports down or excluded by "
+			  "FTCC_IB_HCA)");
+		return NULL;
+	}
+	return tcp;
+}
+
 /* Creates a ctx and takes its transport reference. The first ctx (re)reads the settings so a
  * bad FTCC_* value fails init loudly. Caller holds plugin_lock. */
 static int plugin_ctx_create(uint64_t comm_id, int traffic_class, struct plugin_ctx **out)
@@ -155,11 +188,11 @@ static int plugin_ctx_create(uint64_t comm_id, int traffic_class, struct plugin_
 		}
 		plugin_log_follow_nccl();
 	}
-	const struct ftcc_transport_ops *ops = ftcc_transport_get(PLUGIN_TRANSPORT);
-	if (!ops) {
-		ftcc_warn("init failed: transport \"%s\" is not built in", PLUGIN_TRANSPORT);
-		return -ENOSYS;
-	}
+	const struct ftcc_transport_ops *ops = plugin_refs ? atomic_load(&plugin_ops) : NULL;
+	if (!ops)
+		ops = plugin_pick_transport();
+	if (!ops)
+		return -ENODEV;
 	struct plugin_ctx *ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;

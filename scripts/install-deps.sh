@@ -10,6 +10,7 @@ set -euo pipefail
 PACKAGES=(
 	build-essential cmake pkg-config   # the build
 	libhwloc-dev hwloc                 # NIC topology (header at build time; dlopen'ed at run)
+	libibverbs-dev                     # verbs headers for the ib transport (dlopen'ed at run)
 )
 if [ "${1:-}" != "--demo" ]; then
 	PACKAGES+=(

@@ -3,7 +3,8 @@
 # The test command: builds ftcc and runs every check CI runs, stopping at the first failure.
 #
 #   (a) build/       Release, -Werror: unit, abi, chaos tests; fuzz replays; exported symbols;
-#                    no link-time hwloc/verbs/CUDA/NCCL; clang-format; README settings table
+#                    no link-time hwloc/verbs/CUDA/NCCL; clang-format; README settings table;
+#                    the net tests again over ib (the verbs emulator)
 #   (b) build-asan/  gcc with address,undefined sanitizers: every test binary again
 #   (c) build-fuzz/  clang with libFuzzer: each fuzz target for FTCC_FUZZ_SECONDS
 #
@@ -81,7 +82,28 @@ run_tests() {
 			skip "$dir: chaos tests" "need root (network namespaces, nftables); NOT run"
 		fi
 	fi
+	run_ib_tests "$dir"
 	run_replays "$dir"
+}
+
+# run_ib_tests DIR: the net plug-in's ABI tests and its process, listener and side-channel link
+# faults again over the ib transport, on the verbs emulator built in DIR/ibemu (chaos_ib, in
+# the chaos run above, already forces ib). reset_by_nft_reject is left out: its fault rejects
+# the TCP segments of the busiest flow, and over ib the side channel's flows carry too little
+# to be hit.
+run_ib_tests() {
+	local dir=$1
+	if [ ! -d "$dir/ibemu" ]; then
+		skip "$dir: tests over ib" "built without the ib transport (libibverbs-dev); NOT run"
+		return
+	fi
+	step "$dir: net ABI tests over ib" env FTCC_TEST_TRANSPORT=ib \
+		timeout -k 30 "$TEST_TIMEOUT" "$dir/test_abi" --filter 'net_v*/*'
+	if [ -x "$dir/test_chaos" ] && [ "$(id -u)" -eq 0 ]; then
+		step "$dir: net process and link faults over ib" env FTCC_TEST_TRANSPORT=ib \
+			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_chaos" --jobs 1 \
+			--filter '@(chaos_proc|chaos_listen|chaos_link)/!(reset_by_nft_reject)'
+	fi
 }
 
 # run_replays DIR: each fuzz target's replay binary over its corpus plus random inputs.
@@ -122,9 +144,18 @@ check_exports() {
 
 check_no_runtime_deps() {
 	local so=$1 bad
-	bad=$(ldd "$so" | grep -Ei 'libhwloc|libibverbs|libcuda|libcudart|libnccl' || true)
+	bad=$(ldd "$so" | grep -Ei 'libhwloc|libibverbs|libmlx5|libcuda|libcudart|libnccl' || true)
+	bad+=$(readelf -d "$so" | grep NEEDED |
+		grep -Ei 'hwloc|ibverbs|mlx5|rdmacm|cuda|nccl' || true)
 	if [ -n "$bad" ]; then
 		echo "$so links libraries it must only dlopen (or never load):" >&2
+		echo "$bad" >&2
+		return 1
+	fi
+	# A verb left undefined would make the .so fail to load where rdma-core is absent.
+	bad=$(nm -D --undefined-only "$so" | grep -E ' (ibv_|_ibv_|hwloc_|cu[A-Z])' || true)
+	if [ -n "$bad" ]; then
+		echo "$so has undefined symbols it must resolve with dlsym:" >&2
 		echo "$bad" >&2
 		return 1
 	fi
@@ -224,7 +255,7 @@ configure_and_build() {
 step "install dependencies" bash scripts/install-deps.sh
 step "leftovers of killed test runs" sweep_stale_nft
 step "build (Release, -Werror)" configure_and_build build -DCMAKE_BUILD_TYPE=Release \
-	-DFTCC_WERROR=ON -DFTCC_SANITIZE= -DFTCC_FUZZ=OFF
+	-DFTCC_WERROR=ON -DFTCC_SANITIZE= -DFTCC_FUZZ=OFF -DFTCC_WITH_IB=ON
 step "exported symbols" check_exports build/libnccl-net-ftcc.so
 step "no link-time hwloc/verbs/CUDA/NCCL" check_no_runtime_deps build/libnccl-net-ftcc.so
 run_tests build
@@ -253,7 +284,7 @@ export LSAN_OPTIONS=suppressions=$ROOT/tests/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 step "build (address,undefined sanitizers)" configure_and_build build-asan \
 	-DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	-DFTCC_SANITIZE=address,undefined -DFTCC_FUZZ=OFF
+	-DFTCC_SANITIZE=address,undefined -DFTCC_FUZZ=OFF -DFTCC_WITH_IB=ON
 run_tests build-asan
 
 # ---- (c) ----------------------------------------------------------------------------------
@@ -265,7 +296,7 @@ elif [ "${#fuzzers[@]}" -eq 0 ]; then
 else
 	unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS # libFuzzer sets what it needs
 	step "build (libFuzzer, clang)" cmake -S "$ROOT" -B build-fuzz -DCMAKE_C_COMPILER=clang \
-		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DFTCC_FUZZ=ON -DFTCC_SANITIZE=
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DFTCC_FUZZ=ON -DFTCC_SANITIZE= -DFTCC_WITH_IB=ON
 	step "build fuzz targets" cmake --build build-fuzz -j "$JOBS" --target "${fuzzers[@]}"
 	for name in "${fuzzers[@]}"; do
 		step "fuzz $name for ${FUZZ_SECONDS}s" run_fuzzer build-fuzz "$name"

@@ -150,11 +150,28 @@ static void fill_tcp(void)
 	ftcc_transport_fill_stubs(&tcp_filled, &tcp_ops);
 }
 
+#ifdef FTCC_HAVE_IB
+extern const struct ftcc_transport_ops ib_ops;
+static struct ftcc_transport_ops ib_filled;
+static pthread_once_t ib_once = PTHREAD_ONCE_INIT;
+
+static void fill_ib(void)
+{
+	ftcc_transport_fill_stubs(&ib_filled, &ib_ops);
+}
+#endif
+
 const struct ftcc_transport_ops *ftcc_transport_get(const char *name)
 {
 	if (name && strcmp(name, "tcp") == 0) {
 		pthread_once(&tcp_once, fill_tcp);
 		return &tcp_filled;
 	}
+#ifdef FTCC_HAVE_IB
+	if (name && strcmp(name, "ib") == 0) {
+		pthread_once(&ib_once, fill_ib);
+		return &ib_filled;
+	}
+#endif
 	return NULL;
 }

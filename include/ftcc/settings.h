@@ -53,6 +53,20 @@
 	  "ports ftcc listens on, LO-HI (first free); empty = the kernel's choice")                \
 	X(STATUS_DIR, STR, "", 0, 0,                                                               \
 	  "CollNet: directory where each node publishes its group's status file; empty = none")    \
+	X(TRANSPORT, STR, "auto", 0, 0,                                                            \
+	  "net plug-in transport: auto (ib when an active HCA port exists, else tcp), ib or tcp")  \
+	X(IBVERBS_LIB, STR, "", 0, 0, "libibverbs to load at run time; empty = libibverbs.so.1")   \
+	X(IB_HCA, STR, "", 0, 0,                                                                   \
+	  "HCA ports to use, as NCCL_IB_HCA: name[:port],... ^ to exclude, = for exact names")     \
+	X(IB_GID_INDEX, INT, -1, -1, 255,                                                          \
+	  "GID index; -1 = 0 on IB, best RoCE v2 (IPv4-mapped first) on RoCE")                     \
+	X(IB_TC, INT, 0, 0, 255, "traffic class of RoCE and routed IB packets")                    \
+	X(IB_SL, INT, 0, 0, 15, "InfiniBand service level")                                        \
+	X(IB_TIMEOUT, INT, 16, 1, 31,                                                              \
+	  "QP ack timeout, 4.096 us x 2^N per try: a broken link's backstop (liveness is the "     \
+	  "side channel's)")                                                                       \
+	X(IB_RETRY_CNT, INT, 7, 0, 7, "QP transport retries before a work request fails")          \
+	X(IB_QPS_PER_CONN, INT, 1, 1, 16, "RC queue pairs per connection, data striped over them") \
 	X(FAULT, STR, "", 0, 0,                                                                    \
 	  "test-only: point:seq[:step[:action]] makes this process die at an engine phase")        \
 	X(INJECT, STR, "", 0, 0,                                                                   \

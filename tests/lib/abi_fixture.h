@@ -21,6 +21,7 @@
 static inline void abi_setup(void)
 {
 	setenv("FTCC_SOCKET_IFNAME", "lo", 1);
+	test_transport_env();
 }
 
 /* Generates one Criterion test per exported table (suites net_v11 .. net_v8) from

@@ -321,6 +321,31 @@ int64_t abi_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int abi_transport_is_ib(void)
+{
+	const char *t = getenv("FTCC_TRANSPORT");
+
+	return t && strcmp(t, "ib") == 0;
+}
+
+void test_transport_env(void)
+{
+	const char *want = getenv("FTCC_TEST_TRANSPORT");
+
+	unsetenv("FTCC_TRANSPORT");
+	unsetenv("FTCC_IBVERBS_LIB");
+	if (!want || strcmp(want, "ib") != 0)
+		return;
+#ifdef FTCC_IBEMU_PATH
+	setenv("FTCC_TRANSPORT", "ib", 1);
+	setenv("FTCC_IBVERBS_LIB", FTCC_IBEMU_PATH, 1);
+#else
+	/* Asked for ib in a build without it: fail loudly rather than test tcp twice. */
+	setenv("FTCC_TRANSPORT", "ib", 1);
+	setenv("FTCC_IBVERBS_LIB", "/nonexistent/libibverbs.so.1", 1);
+#endif
+}
+
 /* Entries of @path other than "." and "..". For /proc/self/fd the count includes the fd of
  * the directory stream itself, the same on every call, so before/after counts compare. */
 static int abi_count_dir(const char *path)

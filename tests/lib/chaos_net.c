@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "abi_net.h"
 #include "chaos_proc.h"
 
 void chaos_env(int failure_timeout_ms)
@@ -25,7 +26,9 @@ void chaos_env(int failure_timeout_ms)
 	for (char **e = environ; *e && n < 64; e++) {
 		const char *eq = strchr(*e, '=');
 
-		if (strncmp(*e, "FTCC_", 5) == 0 && eq && (size_t)(eq - *e) < sizeof(names[0]))
+		/* FTCC_TEST_* choose what the tests run over; they stay. */
+		if (strncmp(*e, "FTCC_", 5) == 0 && strncmp(*e, "FTCC_TEST_", 10) != 0 && eq &&
+		    (size_t)(eq - *e) < sizeof(names[0]))
 			snprintf(names[n++], sizeof(names[0]), "%.*s", (int)(eq - *e), *e);
 	}
 	for (int i = 0; i < n; i++)
@@ -37,6 +40,7 @@ void chaos_env(int failure_timeout_ms)
 	setenv("FTCC_DEBUG", getenv("CHAOS_DEBUG") ? getenv("CHAOS_DEBUG") : "WARN", 1);
 	setenv("FTCC_SOCKET_IFNAME", "lo", 1);
 	setenv("FTCC_NSTREAMS", "2", 1);
+	test_transport_env();
 }
 
 const char *chaos_role_name(enum chaos_role role)

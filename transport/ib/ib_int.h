@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Internal structures of the verbs transport, shared by its files only.
+ *
+ * One engine per process (refcounted by init/fini) owns the loaded verbs, the devices (one per
+ * active HCA port that passes FTCC_IB_HCA, each with its context, protection domain and MR
+ * cache), a progress thread, and every connection. A connection is a set of RC queue pairs
+ * plus a side channel made of two connections of the TCP transport (one each way), which
+ * carries the handshake, the rebuild of the queue pairs after a QP error while both sides
+ * live, and, through the TCP transport's own heartbeats and probes, the verdict on the peer:
+ * closed or dead (-ECONNRESET) or silent past FTCC_FAILURE_TIMEOUT_MS (-ETIMEDOUT).
+ *
+ * Data path (as NCCL's): the receiver RDMA-writes clear-to-send entries (address, size, rkey,
+ * tag) into the sender's FIFO; the sender writes the payload striped over the QPs, the sizes
+ * into the receiver's sizes array, and closes each QP's chain with a zero-byte write with
+ * immediate (the slot's sequence number) that consumes a posted receive. Lock order: engine
+ * lock, then a connection's lock.
+ */
+#ifndef FTCC_IB_INT_H
+#define FTCC_IB_INT_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ftcc/ib.h"
+#include "ftcc/transport.h"
+
+#define IB_DEV_MAX 16
+#define IB_SQ_DEPTH 512
+#define IB_RQ_DEPTH (2 * IB_NSLOTS)
+#define IB_OUTBOX 16
+/* How long a request in flight may still complete after the side channel ended. */
+#define IB_END_GRACE_NS 100000000ull
+
+/* libibverbs, loaded at run time. Data-path verbs are not symbols (inline in verbs.h): they go
+ * through ibv_context.ops as libibverbs' own header does. */
+struct ib_verbs {
+	struct ibv_device **(*get_device_list)(int *num);
+	void (*free_device_list)(struct ibv_device **list);
+	const char *(*get_device_name)(struct ibv_device *dev);
+	struct ibv_context *(*open_device)(struct ibv_device *dev);
+	int (*close_device)(struct ibv_context *ctx);
+	int (*query_device)(struct ibv_context *ctx, struct ibv_device_attr *attr);
+	int (*query_port)(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);
+	int (*query_gid)(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid);
+	int (*query_gid_ex)(struct ibv_context *ctx, uint32_t port, uint32_t index,
+			    struct ibv_gid_entry *entry, uint32_t flags, size_t size); /* opt */
+	int (*get_async_event)(struct ibv_context *ctx, struct ibv_async_event *ev);
+	void (*ack_async_event)(struct ibv_async_event *ev);
+	const char *(*event_type_str)(enum ibv_event_type type);
+	struct ibv_pd *(*alloc_pd)(struct ibv_context *ctx);
+	int (*dealloc_pd)(struct ibv_pd *pd);
+	struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t len, int access);
+	struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t off, size_t len, uint64_t iova,
+					int fd, int access); /* optional */
+	int (*dereg_mr)(struct ibv_mr *mr);
+	struct ibv_cq *(*create_cq)(struct ibv_context *ctx, int cqe, void *user,
+				    struct ibv_comp_channel *ch, int vec);
+	int (*destroy_cq)(struct ibv_cq *cq);
+	struct ibv_qp *(*create_qp)(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
+	int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
+	int (*destroy_qp)(struct ibv_qp *qp);
+	int (*fork_init)(void);
+};
+
+extern struct ib_verbs ibv;
+
+/* A work request id: generation, kind and a value (slot sequence, or QP index for receives). */
+#define IB_WR(gen, kind, v)                                                                        \
+	((((uint64_t)(gen)&0xffffff) << 40) | ((uint64_t)(kind) << 32) | (uint32_t)(v))
+#define IB_WR_GEN(w) ((uint32_t)((w) >> 40))
+#define IB_WR_KIND(w) ((int)(((w) >> 32) & 0xff))
+#define IB_WR_VAL(w) ((uint32_t)(w))
+enum { IB_WR_RECV = 1, IB_WR_IMM, IB_WR_DATA, IB_WR_SIZES, IB_WR_CTS };
+
+/* Loads libibverbs (FTCC_IBVERBS_LIB, else "libibverbs.so.1") once per process and resolves
+ * every verb; never unloads it. 0, or -ENOENT (no library) / -ENOSYS (a verb missing),
+ * with one INFO line. Thread-safe. */
+int ib_verbs_load(void);
+
+/* A cached registration: the pages [start, start + len) and who uses them. */
+struct ib_mr_entry {
+	uintptr_t start;
+	size_t len;
+	int refs;
+	struct ibv_mr *mr;
+};
+
+/* One usable HCA port. Owned by the engine; lives until the last fini. */
+struct ib_dev {
+	char name[64]; /* HCA name, e.g. "mlx5_0" */
+	int port;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	int link_layer; /* IBV_LINK_LAYER_* */
+	int mtu;	/* active MTU (enum ibv_mtu) */
+	uint16_t lid;
+	int gid_index;
+	uint8_t gid[16];
+	int speed_mbps;
+	char pci_path[256];
+	int numa_node;
+	uint64_t guid;
+	_Atomic int port_down; /* IBV_EVENT_PORT_ERR seen, no PORT_ACTIVE since */
+	_Atomic int fatal;     /* IBV_EVENT_DEVICE_FATAL: nothing on it works any more */
+	pthread_mutex_t mr_lock;
+	struct ib_mr_entry *mrs;
+	int nmrs, cap_mrs;
+};
+
+/* Discovers devices into @devs (at most IB_DEV_MAX): active ports passing FTCC_IB_HCA, with
+ * their GID chosen. Returns the count (0 without devices) or a negative errno. */
+int ib_dev_discover(struct ib_dev *devs, int max);
+/* Closes what ib_dev_discover opened (every QP, CQ and MR must be gone). */
+void ib_dev_close(struct ib_dev *d);
+/* Reads and acknowledges the pending async events of @d (non-blocking); logs them. */
+void ib_dev_poll_events(struct ib_dev *d);
+/* Cached registration of [@data, @data + @size) on @d; *mr on success. */
+int ib_mr_get(struct ib_dev *d, void *data, size_t size, struct ibv_mr **mr);
+void ib_mr_put(struct ib_dev *d, struct ibv_mr *mr);
+
+enum ib_conn_state {
+	IBC_DIAL = 1,	  /* connector: side channel forward leg connecting */
+	IBC_WELCOME_WAIT, /* connector: HELLO sent, waiting for WELCOME */
+	IBC_HELLO_WAIT,	  /* acceptor: waiting for HELLO */
+	IBC_BACK,	  /* acceptor: connecting the back leg */
+	IBC_READY_WAIT,	  /* acceptor: WELCOME sent, waiting for READY */
+	IBC_READY,	  /* established (possibly rebuilding its QPs) */
+	IBC_FAILED,
+};
+
+/* One clear-to-send entry as it lies in the sender's FIFO (64 bytes). */
+struct ib_cts {
+	uint64_t addr;
+	uint64_t size;
+	uint32_t rkey;
+	int32_t tag;
+	uint32_t nreqs;
+	uint32_t pad0;
+	uint64_t seq; /* slot sequence + 1: zeroed memory is never a valid entry */
+	uint8_t pad[24];
+};
+
+enum ib_req_state { IBR_FREE = 0, IBR_ACTIVE, IBR_DONE };
+
+/* One isend or irecv. Lives in its connection's array. */
+struct ib_req {
+	struct ib_conn *conn;
+	int state;
+	bool is_send;
+	uint64_t seq;
+	/* send */
+	void *data;
+	size_t size;
+	uint32_t lkey;
+	/* recv */
+	int n;
+	size_t sizes[FTCC_MAX_RECVS];
+};
+
+/* One FIFO slot: a receive of up to FTCC_MAX_RECVS buffers and, on the send side, the sends
+ * matched to it. */
+struct ib_slot {
+	uint64_t seq;
+	bool active;
+	int nreqs;
+	int matched; /* send: entries with a send */
+	bool posted; /* send: writes posted on the current QPs */
+	int imms;    /* completions counted (send: signalled writes; recv: immediates) */
+	struct ib_req *req[FTCC_MAX_RECVS]; /* send: per entry; recv: req[0] */
+	struct ib_cts cts[FTCC_MAX_RECVS];  /* send: copy of the matched entries */
+};
+
+/* A queued control message on the side channel's outgoing leg. */
+struct ib_outmsg {
+	struct ftcc_req *req;
+	uint8_t buf[IB_MSG_MAX];
+	size_t len;
+	uint64_t seq; /* order of queueing: messages go out in it */
+	bool queued;  /* waiting for the leg or a request slot */
+};
+
+/* One connection (either side). Owned by the caller from connect/accept until close_conn. */
+struct ib_conn {
+	struct ftcc_conn base; /* first */
+	struct ib_conn *next;  /* engine list */
+	pthread_mutex_t lock;
+	bool is_send;
+	int state;
+	_Atomic int err;  /* sticky */
+	uint64_t fail_ns; /* when it failed */
+	struct ib_dev *dev;
+	struct ftcc_tctx tctx;
+	struct ib_listen *listen; /* acceptor: where to hand it when ready */
+	bool handed;		  /* acceptor: returned by accept (the caller owns it) */
+	bool in_ready;		  /* acceptor: queued in listen->ready */
+	bool side_err;		  /* the failure came from the side channel */
+	uint64_t dial_id;	  /* connector: token kept in the caller's handle */
+	uint64_t deadline_ns;	  /* handshake */
+	char peer_str[96];
+	/* side channel */
+	struct ftcc_conn *out, *in;
+	struct ftcc_listen *back_listen; /* connector: where the acceptor dials back */
+	uint8_t tcp_handle[FTCC_HANDLE_SIZE];
+	struct ftcc_req *rreq;
+	uint8_t rbuf[IB_MSG_MAX];
+	struct ib_outmsg outbox[IB_OUTBOX];
+	uint64_t out_seq;
+	int refuse; /* acceptor: the hello is refused with this error (sent once dialled back) */
+	/* queue pairs of generation gen */
+	struct ibv_cq *cq;
+	struct ibv_qp *qp[IB_MAX_QPS];
+	uint32_t psn[IB_MAX_QPS];
+	int nqps;
+	uint32_t gen;
+	struct ib_port_info peer;
+	bool qps_ready;	   /* both sides RTS: data may flow */
+	bool own_rts;	   /* ours are RTS for gen */
+	bool peer_rebuilt; /* the peer said its gen QPs are RTS */
+	uint64_t peer_done;
+	uint64_t rebuild_ns;  /* when the running rebuild started; 0 none */
+	char rebuild_why[96]; /* an error completion asks for a rebuild after its batch */
+	int rebuilds;
+	int recv_posted[IB_MAX_QPS];
+	/* control memory (registered once) */
+	struct ib_cts *fifo; /* send: written by the receiver; recv: source of CTS writes */
+	struct ibv_mr *fifo_mr;
+	uint64_t (*sizes)[FTCC_MAX_RECVS]; /* recv: written by the sender; send: source */
+	struct ibv_mr *sizes_mr;
+	uint64_t remote_addr; /* send: receiver's sizes array; recv: sender's FIFO */
+	uint32_t remote_rkey;
+	/* requests */
+	struct ib_slot slots[IB_NSLOTS];
+	uint64_t head;	   /* send: next slot to match; recv: next slot to post */
+	uint64_t done_seq; /* recv: first slot not complete */
+	struct ib_req reqs[FTCC_MAX_REQUESTS];
+};
+
+/* A listen endpoint: a TCP listen for the side channel and the connections it produced. */
+struct ib_listen {
+	struct ftcc_listen base; /* first */
+	struct ib_listen *next;
+	int dev;
+	struct ftcc_tctx tctx;
+	struct ftcc_listen *tcp;
+	struct ib_conn *ready[64]; /* established, not yet accepted */
+	int nready;
+};
+
+/* Process-wide state. */
+struct ib_engine {
+	pthread_mutex_t lock;
+	int refs;
+	pthread_t thread;
+	bool stop;
+	const struct ftcc_transport_ops *tcp;
+	struct ib_dev devs[IB_DEV_MAX];
+	int ndev;
+	struct ib_conn *conns;
+	struct ib_listen *listens;
+	uint64_t next_id;
+	int qps_per_conn, timeout, retry_cnt, sl, tc;
+	uint64_t connect_ns, rebuild_ns;
+};
+
+extern struct ib_engine ib_eng;
+
+extern const struct ftcc_transport_ops ib_ops;
+
+uint64_t ib_now_ns(void);
+/* conn.c */
+void ib_conn_fail(struct ib_conn *c, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void ib_conn_progress(struct ib_conn *c); /* side channel and timers; caller holds c->lock */
+void ib_conn_free(struct ib_conn *c);
+int ib_engine_get(void);
+void ib_engine_put(void);
+/* Queues control message @m on the side channel (sent by the progress thread). */
+void ib_ctl_send(struct ib_conn *c, const struct ib_msg *m);
+/* qp.c */
+void ib_port_fill(const struct ib_conn *c, struct ib_port_info *pi);
+int ib_qps_create(struct ib_conn *c);
+int ib_qps_connect(struct ib_conn *c);
+void ib_qps_destroy(struct ib_conn *c);
+int ib_recv_post(struct ib_conn *c, int q, int n);
+/* Starts generation gen + 1 after a QP error: tears the QPs down (keeping what completed),
+ * makes new ones and tells the peer. Caller holds c->lock. */
+void ib_rebuild_start(struct ib_conn *c, const char *why);
+/* data.c */
+int ib_poll(struct ib_conn *c); /* drains the CQ; caller holds c->lock */
+void ib_handle_wc(struct ib_conn *c, const struct ibv_wc *wc, bool draining);
+int ib_slot_post(struct ib_conn *c, struct ib_slot *s);
+int ib_cts_post(struct ib_conn *c, struct ib_slot *s);
+/* After a rebuild: complete what the peer has, send or ask again for the rest. */
+void ib_data_resume(struct ib_conn *c);
+int ib_isend(struct ftcc_conn *base, void *data, size_t size, int tag, void *mh,
+	     struct ftcc_req **req);
+int ib_irecv(struct ftcc_conn *base, int n, void **data, const size_t *sizes, const int *tags,
+	     void **mh, struct ftcc_req **req);
+int ib_test(struct ftcc_req *r, int *done, size_t *sizes);
+
+#endif
