@@ -62,9 +62,9 @@
 	  "GID index; -1 = 0 on IB, best RoCE v2 (IPv4-mapped first) on RoCE")                     \
 	X(IB_TC, INT, 0, 0, 255, "traffic class of RoCE and routed IB packets")                    \
 	X(IB_SL, INT, 0, 0, 15, "InfiniBand service level")                                        \
-	X(IB_TIMEOUT, INT, 16, 1, 31,                                                              \
-	  "QP ack timeout, 4.096 us x 2^N per try: a broken link's backstop (liveness is the "     \
-	  "side channel's)")                                                                       \
+	X(IB_TIMEOUT, INT, 0, 0, 31,                                                               \
+	  "QP ack timeout, 4.096 us x 2^N per try; 0 = all tries within a quarter of "             \
+	  "FAILURE_TIMEOUT_MS (N in 12..20)")                                                      \
 	X(IB_RETRY_CNT, INT, 7, 0, 7, "QP transport retries before a work request fails")          \
 	X(IB_QPS_PER_CONN, INT, 1, 1, 16, "RC queue pairs per connection, data striped over them") \
 	X(FAULT, STR, "", 0, 0,                                                                    \

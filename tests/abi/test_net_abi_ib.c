@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +112,86 @@ Test(net_ib, hca_filter)
 	cr_assert_eq(init_devices(), 1);
 	cr_assert_eq(abi_props(&net, 0, &p), ncclSuccess);
 	cr_expect_str_eq(p.name, "mlx5_0");
+	fini();
+}
+
+/* A device that dies under a pending receive: the receive fails within a second with a
+ * system error (our side broke, not the peer), one warning says so, and closing still works. */
+Test(net_ib, device_fatal_fails_fast)
+{
+	static char rx[4096];
+	void *lib, *mh, *req = NULL;
+	int (*inject)(const char *);
+	struct abi_pair pair;
+	ncclResult_t res;
+
+	cr_assert_eq(init_devices(), 2);
+	cr_assert_eq(abi_pair_open(&net, 0, &pair, 5000, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(abi_reg_mr(&net, pair.rcomm, rx, sizeof(rx), &mh), ncclSuccess);
+	while (!req)
+		cr_assert_eq(abi_irecv(&net, pair.rcomm, rx, sizeof(rx), mh, 0, &req), ncclSuccess);
+	lib = dlopen(FTCC_IBEMU_PATH, RTLD_NOW | RTLD_NOLOAD);
+	cr_assert(lib, "the emulator is not loaded");
+	*(void **)&inject = dlsym(lib, "ftcc_ibemu_inject");
+	cr_assert(inject);
+	int64_t t0 = abi_now_ms();
+	cr_assert_eq(inject("device_fatal"), 0);
+	res = abi_wait(&net, req, NULL, 3000);
+	int64_t ms = abi_now_ms() - t0;
+	cr_expect_eq(res, ncclSystemError, "pending receive: result %d after %lld ms", res,
+		     (long long)ms);
+	cr_expect_leq(ms, 1000, "failed only after %lld ms", (long long)ms);
+	cr_expect(abi_log_warned("fatal device error"), "no warning about the device");
+	dlclose(lib);
+	abi_dereg_mr(&net, pair.rcomm, mh);
+	int64_t t1 = abi_now_ms();
+	cr_expect_eq(abi_pair_close(&pair), ncclSuccess);
+	cr_expect_leq(abi_now_ms() - t1, 1000);
+	fini();
+}
+
+/* A receive is pending when every QP fails (both processes live): the QPs are rebuilt, and
+ * the connection then stays idle for three failure timeouts; the receive must still be there,
+ * and the message that comes afterwards must complete it intact. */
+Test(net_ib, idle_after_rebuild)
+{
+	static char tx[300000], rx[300000];
+	void *lib, *smh, *rmh, *sreq = NULL, *rreq = NULL;
+	int (*inject)(const char *), done = 0, size = -1;
+	struct abi_pair pair;
+
+	setenv("FTCC_FAILURE_TIMEOUT_MS", "500", 1);
+	setenv("FTCC_IB_QPS_PER_CONN", "2", 1);
+	for (size_t i = 0; i < sizeof(tx); i++)
+		tx[i] = (char)(i * 131 + 7);
+	cr_assert_eq(init_devices(), 2);
+	cr_assert_eq(abi_pair_open(&net, 0, &pair, 5000, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(abi_reg_mr(&net, pair.scomm, tx, sizeof(tx), &smh), ncclSuccess);
+	cr_assert_eq(abi_reg_mr(&net, pair.rcomm, rx, sizeof(rx), &rmh), ncclSuccess);
+	while (!rreq)
+		cr_assert_eq(abi_irecv(&net, pair.rcomm, rx, sizeof(rx), rmh, 0, &rreq),
+			     ncclSuccess);
+	lib = dlopen(FTCC_IBEMU_PATH, RTLD_NOW | RTLD_NOLOAD);
+	cr_assert(lib, "the emulator is not loaded");
+	*(void **)&inject = dlsym(lib, "ftcc_ibemu_inject");
+	cr_assert(inject);
+	cr_assert_eq(inject("qp_error"), 0);
+	for (int64_t end = abi_now_ms() + 1500; abi_now_ms() < end;) {
+		cr_assert_eq(abi_test(&net, rreq, &done, &size), ncclSuccess,
+			     "an idle, repaired connection failed");
+		cr_assert_eq(done, 0, "a receive completed with nothing sent");
+	}
+	while (!sreq)
+		cr_assert_eq(abi_isend(&net, pair.scomm, tx, sizeof(tx), smh, &sreq), ncclSuccess);
+	cr_assert_eq(abi_wait(&net, rreq, &size, 5000), ncclSuccess);
+	cr_assert_eq(abi_wait(&net, sreq, NULL, 5000), ncclSuccess);
+	cr_assert_eq(size, (int)sizeof(tx));
+	cr_assert_eq(memcmp(tx, rx, sizeof(tx)), 0, "the message arrived damaged");
+	cr_expect_eq(abi_log_count(NCCL_LOG_WARN), 0, "a repaired fault warned");
+	dlclose(lib);
+	abi_dereg_mr(&net, pair.scomm, smh);
+	abi_dereg_mr(&net, pair.rcomm, rmh);
+	cr_assert_eq(abi_pair_close(&pair), ncclSuccess);
 	fini();
 }
 

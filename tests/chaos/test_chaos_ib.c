@@ -32,16 +32,19 @@ static void chaos_teardown(void)
 	chaos_proc_cleanup();
 	unsetenv("IBEMU_INJECT");
 	unsetenv("FTCC_IB_TIMEOUT");
+	unsetenv("FTCC_IB_QPS_PER_CONN");
 }
 
 TestSuite(chaos_ib, .fini = chaos_teardown, .timeout = 60);
 
 /* The children run over the emulator, log at INFO (the rebuild lines are INFO) and inject
  * @fault. */
-static void ib_env(int timeout_ms, const char *fault, int qp_timeout)
+static void ib_env(int timeout_ms, const char *fault, int qp_timeout, int qps)
 {
 	char v[16];
 
+	snprintf(v, sizeof(v), "%d", qps);
+	setenv("FTCC_IB_QPS_PER_CONN", v, 1);
 	chaos_env(timeout_ms);
 	setenv("FTCC_TRANSPORT", "ib", 1);
 	setenv("FTCC_IBVERBS_LIB", FTCC_IBEMU_PATH, 1);
@@ -53,7 +56,8 @@ static void ib_env(int timeout_ms, const char *fault, int qp_timeout)
 
 /* A full stream of IB_MSGS with @fault injected in both processes: no error, nothing lost,
  * repeated or corrupted, no WARN, and the log says the queue pairs were rebuilt. */
-static void hidden_fault(const char *name, const char *fault, int qp_timeout, uint64_t comm_id)
+static void hidden_fault(const char *name, const char *fault, int qp_timeout, int qps,
+			 uint64_t comm_id)
 {
 	struct chaos_cfg cfg = {
 		.comm_id = comm_id, .count = IB_MSGS, .deadline_ms = 30000, .wait_close = true
@@ -61,7 +65,7 @@ static void hidden_fault(const char *name, const char *fault, int qp_timeout, ui
 	static char log[1 << 16];
 	int rebuilt = 0;
 
-	ib_env(2000, fault, qp_timeout);
+	ib_env(2000, fault, qp_timeout, qps);
 	cr_assert_eq(chaos_pair_start(&pair, &cfg), 0, "could not start the pair");
 	for (int r = 0; r < 2; r++)
 		cr_assert_eq(chaos_wait_stage(&pair, r, CHAOS_ST_STREAMED, 25000), 0,
@@ -77,9 +81,10 @@ static void hidden_fault(const char *name, const char *fault, int qp_timeout, ui
 			     log);
 		rebuilt += chaos_count(log, "restored (generation");
 	}
-	chaos_report("%s: %d messages intact; %d rebuilds completed; longest stall %.1f ms "
-		     "(receiver), %.1f ms (sender)",
-		     name, IB_MSGS, rebuilt, chaos_ms(0, pair.sh->side[CHAOS_RECEIVER].max_gap_ns),
+	chaos_report("%s: %d messages intact over %d QPs; %d rebuilds completed; longest stall "
+		     "%.1f ms (receiver), %.1f ms (sender)",
+		     name, IB_MSGS, qps, rebuilt,
+		     chaos_ms(0, pair.sh->side[CHAOS_RECEIVER].max_gap_ns),
 		     chaos_ms(0, pair.sh->side[CHAOS_SENDER].max_gap_ns));
 	cr_expect_geq(rebuilt, 2, "the fault did not make both sides rebuild their QPs");
 	cr_expect_eq(atomic_load(&pair.sh->sent_total), IB_MSGS);
@@ -97,14 +102,33 @@ static void hidden_fault(const char *name, const char *fault, int qp_timeout, ui
  * flushed), at a different moment on each side. */
 Test(chaos_ib, qp_error_hidden)
 {
-	hidden_fault("qp_error_hidden", "qp_error@300", 16, 0xc4a0520000000001ull);
+	hidden_fault("qp_error_hidden", "qp_error@300", 16, 1, 0xc4a0520000000001ull);
+}
+
+/* The same over three QPs per connection: a message's shares and immediates straddle the
+ * fault on different QPs. */
+Test(chaos_ib, qp_error_hidden_striped)
+{
+	hidden_fault("qp_error_hidden_striped", "qp_error@300", 16, 3, 0xc4a0520000000004ull);
+}
+
+/* One QP of each process fails, the others of its connection carry on until the rebuild. */
+Test(chaos_ib, one_qp_error_hidden_striped)
+{
+	hidden_fault("one_qp_error_hidden_striped", "qp_error_one@300", 16, 3,
+		     0xc4a0520000000005ull);
 }
 
 /* The wire stops for 400 ms, longer than the QP timeout (12: 134 ms with 7 retries), shorter
  * than the failure timeout: both sides' work requests time out and the QPs are rebuilt. */
 Test(chaos_ib, blackout_hidden)
 {
-	hidden_fault("blackout_hidden", "blackout:400@300", 12, 0xc4a0520000000002ull);
+	hidden_fault("blackout_hidden", "blackout:400@300", 12, 1, 0xc4a0520000000002ull);
+}
+
+Test(chaos_ib, blackout_hidden_striped)
+{
+	hidden_fault("blackout_hidden_striped", "blackout:400@300", 12, 4, 0xc4a0520000000006ull);
 }
 
 /* A port goes down for good mid-stream (the sender's, after its 200th data packet; the
@@ -119,7 +143,7 @@ Test(chaos_ib, port_down_fails_in_bound)
 	static char log[1 << 16];
 	int warned = 0;
 
-	ib_env(timeout, "port_down@200", 12);
+	ib_env(timeout, "port_down@200", 12, 2);
 	cr_assert_eq(chaos_pair_start(&pair, &cfg), 0, "could not start the pair");
 	for (int r = 0; r < 2; r++)
 		cr_assert_eq(chaos_wait_test_err(&pair, r, 15000), 0, "no error: %s",

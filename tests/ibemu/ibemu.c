@@ -182,6 +182,7 @@ EXPORT int ibv_close_device(struct ibv_context *ctx)
 	emu_agent_stop_if_idle();
 	close(c->async_pipe[0]);
 	close(c->async_pipe[1]);
+	free(c->late);
 	free(c);
 	return 0;
 }
@@ -523,6 +524,7 @@ EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 			return EBUSY;
 		}
 	}
+	emu_late_forget(c, q, 0);
 	pthread_mutex_unlock(&emu.lock);
 	free(q->ring);
 	free(q);
@@ -539,6 +541,42 @@ void emu_cq_push(struct emu_cq *q, const struct ibv_wc *wc)
 		return;
 	}
 	q->ring[(q->head + q->count++) % q->cap] = *wc;
+}
+
+void emu_late_push(struct emu_ctx *c, struct emu_cq *cq, const struct ibv_wc *wc)
+{
+	if (c->nlate == c->cap_late) {
+		int cap = c->cap_late ? 2 * c->cap_late : 64;
+		void *p = realloc(c->late, sizeof(*c->late) * (size_t)cap);
+
+		if (!p) {
+			emu_cq_push(cq, wc); /* no room to wait: visible at once */
+			return;
+		}
+		c->late = p;
+		c->cap_late = cap;
+	}
+	c->late[c->nlate].cq = cq;
+	c->late[c->nlate++].wc = *wc;
+}
+
+void emu_late_flush(struct emu_ctx *c)
+{
+	for (int i = 0; i < c->nlate; i++)
+		emu_cq_push(c->late[i].cq, &c->late[i].wc);
+	c->nlate = 0;
+}
+
+void emu_late_forget(struct emu_ctx *c, const struct emu_cq *cq, uint32_t qpn)
+{
+	int k = 0;
+
+	for (int i = 0; i < c->nlate; i++) {
+		if (c->late[i].cq == cq || (qpn && c->late[i].wc.qp_num == qpn))
+			continue;
+		c->late[k++] = c->late[i];
+	}
+	c->nlate = k;
 }
 
 static int emu_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)

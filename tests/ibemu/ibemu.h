@@ -77,6 +77,12 @@ struct emu_ctx {
 		void *elem;
 	} events[64];
 	int nevents;
+	/* receive completions that become visible on the agent's next round */
+	struct {
+		struct emu_cq *cq;
+		struct ibv_wc wc;
+	} * late;
+	int nlate, cap_late;
 };
 
 struct emu_pd {
@@ -157,7 +163,8 @@ struct emu_link {
 	int in_imm;
 	/* send side: one packet at a time */
 	struct emu_pkt out;
-	int out_active; /* a packet (header, then payload) is partly written */
+	int out_active;	   /* a packet (header, then payload) is partly written */
+	uint32_t last_qpn; /* round robin among the QPs that send on this link */
 	size_t out_hdr_done;
 	struct emu_qp *out_qp; /* WRITE in flight for this QP, or NULL */
 	uint64_t out_done;     /* payload bytes written */
@@ -196,6 +203,11 @@ void emu_agent_stop_if_idle(void);
 void emu_ctx_async(struct emu_ctx *c, enum ibv_event_type type, void *elem);
 /* Queues a completion on @cq; an overrun breaks the CQ and raises IBV_EVENT_CQ_ERR. */
 void emu_cq_push(struct emu_cq *cq, const struct ibv_wc *wc);
+/* Queues @wc for @cq until the agent's next round (emu_late_flush); caller holds emu.lock. */
+void emu_late_push(struct emu_ctx *c, struct emu_cq *cq, const struct ibv_wc *wc);
+void emu_late_flush(struct emu_ctx *c);
+/* Drops the waiting completions of @cq, or of QP number @qpn (a destroyed object's). */
+void emu_late_forget(struct emu_ctx *c, const struct emu_cq *cq, uint32_t qpn);
 /* Moves @qp to ERR: the first send WR completes with @head_status (when not SUCCESS), every
  * other posted WR with IBV_WC_WR_FLUSH_ERR. */
 void emu_qp_fail(struct emu_qp *qp, enum ibv_wc_status head_status);

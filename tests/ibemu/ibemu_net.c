@@ -205,7 +205,10 @@ static void on_write(struct emu_link *l)
 		    !(q->access & IBV_ACCESS_REMOTE_WRITE) ||
 		    p->raddr < (uint64_t)(uintptr_t)m->mr.addr ||
 		    p->raddr + p->len > (uint64_t)(uintptr_t)m->mr.addr + m->mr.length) {
+			/* The responder's QP goes to ERR too, with an async event. */
 			l->in_status = EMU_NAK_ACCESS;
+			emu_qp_fail(q, IBV_WC_SUCCESS);
+			emu_ctx_async(c, IBV_EVENT_QP_ACCESS_ERR, NULL);
 			return;
 		}
 		l->in_dst = (uint8_t *)(uintptr_t)p->raddr;
@@ -233,7 +236,9 @@ static void on_write_done(struct emu_link *l)
 
 			q->rhead = (q->rhead + 1) % (int)(q->cap.max_recv_wr + 1);
 			q->rcount--;
-			emu_cq_push((struct emu_cq *)q->qp.recv_cq, &wc);
+			/* Visible on the agent's next round, after the ACK went out: a requester
+			 * can complete before its responder does, as on an HCA. */
+			emu_late_push(l->ctx, (struct emu_cq *)q->qp.recv_cq, &wc);
 		}
 	}
 	if (l->in_status >= 0)
@@ -329,20 +334,30 @@ static void link_read(struct emu_link *l)
 	}
 }
 
+/* The next QP with a packet for @l's peer, round robin from the one after the last served
+ * (QPs to one LID share the link: no QP's packets always go first). */
 static struct emu_qp *pick_qp(struct emu_link *l, uint64_t now)
 {
-	for (struct emu_qp *q = l->ctx->qps; q; q = q->next) {
-		if (q->dlid != l->peer_lid || q->qp.state != IBV_QPS_RTS || q->nsent >= q->nswr ||
-		    now < q->rnr_until_ns)
-			continue;
-		if (q->swr[q->nsent].bad_lkey) {
-			if (q->nsent == 0) {
-				emu_qp_fail(q, IBV_WC_LOC_PROT_ERR);
-				return pick_qp(l, now);
+	struct emu_qp *start = NULL, *q;
+
+	for (q = l->ctx->qps; q && q->qp.qp_num != l->last_qpn; q = q->next)
+		;
+	start = q && q->next ? q->next : l->ctx->qps;
+	for (int pass = 0; pass < 2; pass++) {
+		for (q = pass ? l->ctx->qps : start; q && (pass == 0 || q != start); q = q->next) {
+			if (q->dlid != l->peer_lid || q->qp.state != IBV_QPS_RTS ||
+			    q->nsent >= q->nswr || now < q->rnr_until_ns)
+				continue;
+			if (q->swr[q->nsent].bad_lkey) {
+				if (q->nsent == 0) {
+					emu_qp_fail(q, IBV_WC_LOC_PROT_ERR);
+					return pick_qp(l, now);
+				}
+				continue;
 			}
-			continue;
+			l->last_qpn = q->qp.qp_num;
+			return q;
 		}
-		return q;
 	}
 	return NULL;
 }
@@ -431,7 +446,8 @@ static void link_write(struct emu_link *l, uint64_t now)
 				return;
 			}
 			l->out_hdr_done += (size_t)n;
-			mark_progress(l, now);
+			if (l->out_qp)
+				mark_progress(l, now);
 			continue;
 		}
 		if (l->out_qp && l->out_done < l->out.len) {
@@ -534,12 +550,10 @@ static void agent_accept(struct emu_ctx *c)
 
 static void agent_round(struct pollfd *pfd, int npfd, uint64_t now)
 {
-	int k = 1;
-
+	(void)pfd;
+	(void)npfd;
 	for (struct emu_ctx *c = emu.ctxs; c; c = c->next) {
-		if (k < npfd && pfd[k].fd == c->listen_fd && (pfd[k].revents & POLLIN))
-			agent_accept(c);
-		k++;
+		agent_accept(c); /* non-blocking: nothing pending is one failed call */
 		for (struct emu_link *l = c->links; l; l = l->next) {
 			if (!l->dead)
 				link_read(l);
@@ -570,6 +584,7 @@ static void *agent_main(void *arg)
 				want++;
 			for (struct emu_qp *q = c->qps; q; q = q->next)
 				busy |= q->nswr > 0 || q->rnr_until_ns > now;
+			busy |= c->nlate > 0;
 		}
 		if (want > cap) {
 			struct pollfd *np = realloc(pfd, sizeof(*pfd) * (size_t)want * 2);
@@ -594,6 +609,10 @@ static void *agent_main(void *arg)
 		while (read(emu.wake[0], scratch, 64) > 0)
 			;
 		now = emu_now_ns();
+		/* Receive completions of the last round become visible (their ACKs went out
+		 * then), whatever the wire does now. */
+		for (struct emu_ctx *c = emu.ctxs; c; c = c->next)
+			emu_late_flush(c);
 		if (!blackout && now >= emu.blackout_until_ns)
 			agent_round(pfd, n, now);
 		for (struct emu_ctx *c = emu.ctxs; c; c = c->next) {
@@ -645,6 +664,20 @@ static void atfork_parent(void)
  * is unusable, as with a real device context after fork). */
 static void atfork_child(void)
 {
+	for (struct emu_ctx *c = emu.ctxs; c; c = c->next) {
+		for (struct emu_link *l = c->links; l; l = l->next) {
+			if (l->fd >= 0)
+				close(l->fd);
+			l->fd = -1;
+		}
+		close(c->listen_fd);
+		c->listen_fd = -1;
+	}
+	if (emu.wake[0] >= 0) {
+		close(emu.wake[0]);
+		close(emu.wake[1]);
+		emu.wake[0] = emu.wake[1] = -1;
+	}
 	emu.agent_running = 0;
 	emu.ctxs = NULL;
 	pthread_mutex_unlock(&emu.lock);
@@ -679,7 +712,16 @@ void emu_inject_locked(const char *what)
 {
 	uint64_t now = emu_now_ns();
 
-	if (strcmp(what, "qp_error") == 0) {
+	if (strcmp(what, "qp_error_one") == 0) {
+		for (struct emu_ctx *c = emu.ctxs; c; c = c->next) {
+			for (struct emu_qp *q = c->qps; q; q = q->next) {
+				if (q->qp.state == IBV_QPS_RTS && q->nswr) {
+					emu_qp_fail(q, IBV_WC_RETRY_EXC_ERR);
+					return;
+				}
+			}
+		}
+	} else if (strcmp(what, "qp_error") == 0) {
 		for (struct emu_ctx *c = emu.ctxs; c; c = c->next) {
 			for (struct emu_qp *q = c->qps; q; q = q->next) {
 				if (q->qp.state == IBV_QPS_RTS)
@@ -689,6 +731,15 @@ void emu_inject_locked(const char *what)
 		}
 	} else if (strncmp(what, "blackout:", 9) == 0) {
 		emu.blackout_until_ns = now + (uint64_t)atol(what + 9) * 1000000ull;
+	} else if (strcmp(what, "device_fatal") == 0) {
+		for (struct emu_ctx *c = emu.ctxs; c; c = c->next) {
+			c->port_up = 0;
+			for (struct emu_qp *q = c->qps; q; q = q->next) {
+				if (q->qp.state != IBV_QPS_RESET)
+					emu_qp_fail(q, q->nswr ? IBV_WC_FATAL_ERR : IBV_WC_SUCCESS);
+			}
+			emu_ctx_async(c, IBV_EVENT_DEVICE_FATAL, NULL);
+		}
 	} else if (strcmp(what, "port_down") == 0 || strcmp(what, "port_up") == 0) {
 		int up = what[5] == 'u';
 
@@ -702,13 +753,16 @@ void emu_inject_locked(const char *what)
 }
 
 /* Test hook (not a verb): "qp_error" fails every RTS queue pair of this process as a link
- * error would (retry exceeded on the first outstanding send, flush for the rest); "blackout:MS"
+ * error would (retry exceeded on the first outstanding send, flush for the rest);
+ * "qp_error_one" only the first with sends outstanding; "blackout:MS"
  * stops this process's emulated wire for MS ms; "port_down" and "port_up" change the port
- * state and raise the async event. Returns 0, or EINVAL for an unknown fault. */
+ * state and raise the async event; "device_fatal" kills every device of the process (its QPs
+ * to ERR, its ports down, IBV_EVENT_DEVICE_FATAL). Returns 0, or EINVAL for an unknown fault. */
 EXPORT int ftcc_ibemu_inject(const char *what)
 {
-	if (!what || (strcmp(what, "qp_error") && strncmp(what, "blackout:", 9) &&
-		      strcmp(what, "port_down") && strcmp(what, "port_up")))
+	if (!what || (strcmp(what, "qp_error") && strcmp(what, "qp_error_one") &&
+		      strncmp(what, "blackout:", 9) && strcmp(what, "port_down") &&
+		      strcmp(what, "port_up") && strcmp(what, "device_fatal")))
 		return EINVAL;
 	pthread_mutex_lock(&emu.lock);
 	emu_inject_locked(what);

@@ -88,6 +88,7 @@ EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	}
 	*pp = q->next;
 	emu_links_forget_qp(q);
+	emu_late_forget(c, NULL, q->qp.qp_num);
 	pthread_mutex_unlock(&emu.lock);
 	free(q->swr);
 	free(q->rwr);

@@ -14,6 +14,7 @@
 
 #include "ftcc/log.h"
 #include "ftcc/settings.h"
+#include "ftcc/tcp_dev.h"
 #include "ib_int.h"
 
 #define TICK_NS 1000000L
@@ -52,6 +53,16 @@ void ib_conn_fail(struct ib_conn *c, int err, const char *fmt, ...)
 	c->qps_ready = false;
 	c->fail_ns = ib_now_ns();
 	atomic_store(&c->err, err);
+	/* Our side ended it: the peer must stop writing into buffers whose caller saw the error
+	 * here, and learn why instead of timing out on a live member. */
+	for (int q = 0; q < c->nqps; q++) {
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+		if (c->qp[q])
+			ibv.modify_qp(c->qp[q], &a, IBV_QP_STATE);
+	}
+	if (!c->side_err && !c->no_tell && c->out)
+		ib_ctl_send(c, &(struct ib_msg){ .type = IB_MSG_ERROR, .status = err });
 }
 
 void ib_ctl_send(struct ib_conn *c, const struct ib_msg *m)
@@ -66,7 +77,10 @@ void ib_ctl_send(struct ib_conn *c, const struct ib_msg *m)
 			return;
 		}
 	}
-	ib_conn_fail(c, -ENOBUFS, "side channel backlog full");
+	if (c->state != IBC_FAILED) {
+		c->no_tell = true; /* there is no room to say it */
+		ib_conn_fail(c, -ENOBUFS, "side channel backlog full");
+	}
 }
 
 static int ctl_alloc_memory(struct ib_conn *c)
@@ -111,40 +125,28 @@ void ib_conn_free(struct ib_conn *c)
 	free(c);
 }
 
-/* Our QPs of c->gen are RTS and the peer's are too: data may flow again. */
-static void rebuild_finish(struct ib_conn *c)
+/* Our QPs of c->gen are RTS and the peer's are too: data may flow again. The rebuild's
+ * deadline ends with the first completion of the new set (data, or the probe every QP
+ * sends). */
+void ib_rebuild_finish(struct ib_conn *c)
 {
-	bool busy = false;
-
 	ib_data_resume(c);
-	for (int i = 0; i < IB_NSLOTS; i++)
-		busy |= c->slots[i].active;
-	if (!busy)
-		c->rebuild_ns = 0;
 	ftcc_info("ib: connection with %s restored (generation %u)", c->peer_str, c->gen);
 }
 
 static void on_rebuild(struct ib_conn *c, const struct ib_msg *m)
 {
-	struct ib_msg r = { .type = IB_MSG_REBUILT };
-	int rc;
-
 	if (m->gen == c->gen + 1)
 		ib_rebuild_start(c, "the peer saw a queue-pair error");
 	if (c->state == IBC_FAILED || m->gen != c->gen)
 		return; /* an older generation's: ours is newer and the peer will follow */
-	c->peer = m->port;
-	rc = ib_qps_connect(c);
-	if (rc) {
-		ib_conn_fail(c, rc, "cannot connect the rebuilt queue pairs");
+	if (m->port.nqps != c->nqps) {
+		ib_conn_fail(c, -EPROTO, "rebuilt with %d QPs, ours %d", m->port.nqps, c->nqps);
 		return;
 	}
-	c->own_rts = true;
-	r.gen = c->gen;
-	r.done_seq = c->is_send ? 0 : c->done_seq;
-	ib_ctl_send(c, &r);
-	if (c->peer_rebuilt)
-		rebuild_finish(c);
+	c->peer = m->port;
+	c->peer_gen = m->gen;
+	ib_rebuild_step(c);
 }
 
 static void on_hello(struct ib_conn *c, const struct ib_msg *m)
@@ -162,6 +164,7 @@ static void on_hello(struct ib_conn *c, const struct ib_msg *m)
 		return;
 	c->nqps = m->port.nqps;
 	c->peer = m->port;
+	c->peer_gen = c->gen;
 	c->remote_addr = m->addr;
 	c->remote_rkey = m->rkey;
 	rc = ctl_alloc_memory(c);
@@ -192,6 +195,7 @@ static void on_msg(struct ib_conn *c, const uint8_t *buf, size_t len)
 		if (c->state != IBC_WELCOME_WAIT)
 			break;
 		c->peer = m.port;
+		c->peer_gen = c->gen;
 		c->remote_addr = m.addr;
 		c->remote_rkey = m.rkey;
 		rc = ib_qps_connect(c);
@@ -210,9 +214,11 @@ static void on_msg(struct ib_conn *c, const uint8_t *buf, size_t len)
 		c->state = IBC_READY;
 		return;
 	case IB_MSG_REFUSE:
+		c->no_tell = true;
 		ib_conn_fail(c, m.status < 0 ? m.status : -ECONNREFUSED, "refused by the peer");
 		return;
 	case IB_MSG_ERROR:
+		c->no_tell = true;
 		ib_conn_fail(c, m.status < 0 ? m.status : -EPROTO, "failed on the peer's side");
 		return;
 	case IB_MSG_REBUILD:
@@ -224,7 +230,7 @@ static void on_msg(struct ib_conn *c, const uint8_t *buf, size_t len)
 			c->peer_rebuilt = true;
 			c->peer_done = m.done_seq;
 			if (c->own_rts)
-				rebuild_finish(c);
+				ib_rebuild_finish(c);
 		}
 		return;
 	default:
@@ -384,6 +390,8 @@ void ib_conn_progress(struct ib_conn *c)
 		back_step(c);
 	ctl_progress(c);
 	if (c->state == IBC_READY) {
+		if (c->need_create || (c->peer_gen == c->gen && !c->own_rts))
+			ib_rebuild_step(c);
 		ib_poll(c);
 		if (c->state == IBC_READY && c->rebuild_ns &&
 		    now > c->rebuild_ns + ib_eng.rebuild_ns)
@@ -459,9 +467,29 @@ static void engine_round(void)
 		ib_dev_poll_events(&ib_eng.devs[d]);
 }
 
+/* FTCC_NUMA_BIND: the progress thread runs on the CPUs of the first device's NUMA node. */
+static void engine_bind(void)
+{
+	char path[96], list[256] = "";
+	int node = ib_eng.ndev ? ib_eng.devs[0].numa_node : -1;
+	FILE *f;
+
+	if (!ftcc_setting_int(FTCC_SET_NUMA_BIND) || node < 0)
+		return;
+	snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist", node);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	if (fgets(list, sizeof(list), f))
+		list[strcspn(list, "\n")] = '\0';
+	fclose(f);
+	tcp_dev_bind_thread(list);
+}
+
 static void *engine_main(void *arg)
 {
 	(void)arg;
+	engine_bind();
 	pthread_mutex_lock(&ib_eng.lock);
 	while (!ib_eng.stop) {
 		struct timespec ts;
@@ -488,8 +516,18 @@ static int engine_start(void)
 	if (rc)
 		return rc;
 	ib_eng.qps_per_conn = (int)ftcc_setting_int(FTCC_SET_IB_QPS_PER_CONN);
-	ib_eng.timeout = (int)ftcc_setting_int(FTCC_SET_IB_TIMEOUT);
 	ib_eng.retry_cnt = (int)ftcc_setting_int(FTCC_SET_IB_RETRY_CNT);
+	ib_eng.timeout = (int)ftcc_setting_int(FTCC_SET_IB_TIMEOUT);
+	if (!ib_eng.timeout) {
+		/* Every try of a work request within a quarter of the failure timeout: a link
+		 * that stops acknowledging starts its rebuild long before the deadline. */
+		uint64_t budget_ns = (uint64_t)ftcc_setting_int(FTCC_SET_FAILURE_TIMEOUT_MS) *
+				     1000000ull / 4 / (uint64_t)(ib_eng.retry_cnt + 1);
+
+		ib_eng.timeout = 12;
+		while (ib_eng.timeout < 20 && (4096ull << (ib_eng.timeout + 1)) <= budget_ns)
+			ib_eng.timeout++;
+	}
 	ib_eng.sl = (int)ftcc_setting_int(FTCC_SET_IB_SL);
 	ib_eng.tc = (int)ftcc_setting_int(FTCC_SET_IB_TC);
 	ib_eng.connect_ns = (uint64_t)ftcc_setting_int(FTCC_SET_CONNECT_TIMEOUT_MS) * 1000000ull;
@@ -510,20 +548,34 @@ static int engine_start(void)
 	return 0;
 }
 
+/* Serialises the engine's start and teardown (taken before ib_eng.lock). */
+static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
+
 int ib_engine_get(void)
 {
 	int rc = 0;
 
+	pthread_mutex_lock(&life_lock);
 	pthread_mutex_lock(&ib_eng.lock);
 	if (ib_eng.refs == 0)
 		rc = engine_start();
 	if (!rc)
 		ib_eng.refs++;
 	pthread_mutex_unlock(&ib_eng.lock);
+	pthread_mutex_unlock(&life_lock);
 	return rc;
 }
 
+static void engine_teardown(void);
+
 void ib_engine_put(void)
+{
+	pthread_mutex_lock(&life_lock);
+	engine_teardown();
+	pthread_mutex_unlock(&life_lock);
+}
+
+static void engine_teardown(void)
 {
 	pthread_mutex_lock(&ib_eng.lock);
 	if (ib_eng.refs == 0 || --ib_eng.refs > 0) {

@@ -68,7 +68,29 @@ static void recv_complete(struct ib_conn *c, struct ib_slot *s)
 	}
 	r->state = IBR_DONE;
 	s->active = false;
-	c->done_seq = s->seq + 1;
+	/* In order: the first slot not complete. */
+	while (c->done_seq < c->head) {
+		const struct ib_slot *d = &c->slots[c->done_seq % IB_NSLOTS];
+
+		if (d->active && d->seq == c->done_seq)
+			break;
+		c->done_seq++;
+	}
+}
+
+/* A closing completion of slot @s from QP @q; a second one from the same QP in one generation
+ * is a protocol error. Returns 1 when every QP's has come. */
+static int slot_closed_by(struct ib_conn *c, struct ib_slot *s, uint32_t q)
+{
+	uint32_t bit = 1u << q;
+
+	if (q >= (uint32_t)c->nqps || (s->imm_mask & bit)) {
+		ib_conn_fail(c, -EPROTO, "a second closing completion of slot %llu from QP %u",
+			     (unsigned long long)s->seq, q);
+		return 0;
+	}
+	s->imm_mask |= bit;
+	return s->imm_mask == (1u << c->nqps) - 1;
 }
 
 void ib_handle_wc(struct ib_conn *c, const struct ibv_wc *wc, bool draining)
@@ -82,13 +104,23 @@ void ib_handle_wc(struct ib_conn *c, const struct ibv_wc *wc, bool draining)
 		c->recv_posted[IB_WR_VAL(w)]--; /* a posted receive came back, however */
 	if (wc->status != IBV_WC_SUCCESS) {
 		/* Only wr_id and status mean anything in an error completion (ibv_poll_cq(3)).
-		 * The rebuild waits for the end of the batch: what else it holds still counts. */
+		 * A rebuild cannot cure misuse: a bad key, address or length is ours or the
+		 * peer's bug, not the link's. */
+		if (!draining &&
+		    (wc->status == IBV_WC_LOC_PROT_ERR || wc->status == IBV_WC_LOC_LEN_ERR ||
+		     wc->status == IBV_WC_REM_ACCESS_ERR || wc->status == IBV_WC_REM_INV_REQ_ERR)) {
+			ib_conn_fail(c, -EINVAL, "work request failed (%s)",
+				     wc_status_str(wc->status));
+			return;
+		}
+		/* The rebuild waits for the end of the batch: what else it holds still counts. */
 		if (!draining && !c->rebuild_why[0])
 			snprintf(c->rebuild_why, sizeof(c->rebuild_why),
 				 "work request failed (%s, vendor error 0x%x)",
 				 wc_status_str(wc->status), wc->vendor_err);
 		return;
 	}
+	c->rebuild_ns = 0; /* something of this generation got through: the link works */
 	switch (IB_WR_KIND(w)) {
 	case IB_WR_RECV:
 		s = &c->slots[be32toh(wc->imm_data) % IB_NSLOTS];
@@ -99,20 +131,19 @@ void ib_handle_wc(struct ib_conn *c, const struct ibv_wc *wc, bool draining)
 		}
 		if (!draining && IB_WR_VAL(w) < (uint32_t)c->nqps)
 			ib_recv_post(c, (int)IB_WR_VAL(w), 1);
-		if (++s->imms == c->nqps)
+		/* The immediate rides on the QP the receive was posted on. */
+		if (slot_closed_by(c, s, IB_WR_VAL(w)))
 			recv_complete(c, s);
-		c->rebuild_ns = 0; /* data moved: the link works */
 		break;
 	case IB_WR_IMM:
-		s = &c->slots[IB_WR_VAL(w) % IB_NSLOTS];
-		if (!s->active || (uint32_t)s->seq != IB_WR_VAL(w))
+		s = &c->slots[(IB_WR_VAL(w) >> 8) % IB_NSLOTS];
+		if (!s->active || (uint32_t)(s->seq & 0xffffff) != (IB_WR_VAL(w) >> 8))
 			return;
-		if (++s->imms == c->nqps) {
+		if (slot_closed_by(c, s, IB_WR_VAL(w) & 0xff)) {
 			for (int i = 0; i < s->nreqs; i++)
 				s->req[i]->state = IBR_DONE;
 			s->active = false;
 		}
-		c->rebuild_ns = 0;
 		break;
 	default:
 		break;
@@ -223,10 +254,12 @@ int ib_slot_post(struct ib_conn *c, struct ib_slot *s)
 			wrs[k].wr.rdma.rkey = c->remote_rkey;
 			k++;
 		}
-		wrs[k] = (struct ibv_send_wr){ .wr_id = IB_WR(c->gen, IB_WR_IMM, s->seq),
-					       .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
-					       .send_flags = IBV_SEND_SIGNALED,
-					       .imm_data = htobe32((uint32_t)s->seq) };
+		wrs[k] = (struct ibv_send_wr){
+			.wr_id = IB_WR(c->gen, IB_WR_IMM, ((s->seq & 0xffffff) << 8) | (uint64_t)q),
+			.opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+			.send_flags = IBV_SEND_SIGNALED,
+			.imm_data = htobe32((uint32_t)s->seq)
+		};
 		wrs[k].wr.rdma.remote_addr = c->remote_addr;
 		wrs[k].wr.rdma.rkey = c->remote_rkey;
 		k++;
@@ -234,8 +267,6 @@ int ib_slot_post(struct ib_conn *c, struct ib_slot *s)
 		if (rc)
 			return -rc;
 	}
-	s->posted = true;
-	s->imms = 0;
 	return 0;
 }
 
@@ -257,32 +288,58 @@ int ib_cts_post(struct ib_conn *c, struct ib_slot *s)
 	return -post_chain(c->qp[0], &wr, 1);
 }
 
+void ib_data_forget_partial(struct ib_conn *c)
+{
+	for (int i = 0; i < IB_NSLOTS; i++)
+		c->slots[i].imm_mask = 0;
+}
+
+/* A zero-byte signalled write on each QP: its completion says the new set carries traffic,
+ * which ends the rebuild's deadline even when no message is in flight. */
+static int probe_post(struct ib_conn *c)
+{
+	for (int q = 0; q < c->nqps; q++) {
+		struct ibv_send_wr wr = { .wr_id = IB_WR(c->gen, IB_WR_PROBE, q),
+					  .opcode = IBV_WR_RDMA_WRITE,
+					  .send_flags = IBV_SEND_SIGNALED };
+		int rc;
+
+		wr.wr.rdma.remote_addr = c->remote_addr;
+		wr.wr.rdma.rkey = c->remote_rkey;
+		rc = post_chain(c->qp[q], &wr, 1);
+		if (rc)
+			return -rc;
+	}
+	return 0;
+}
+
 void ib_data_resume(struct ib_conn *c)
 {
-	int rc = 0;
+	uint64_t first = c->head > IB_NSLOTS ? c->head - IB_NSLOTS : 0;
+	int rc;
 
 	c->qps_ready = true;
-	if (c->is_send) {
-		for (int i = 0; i < IB_NSLOTS && !rc; i++) {
-			struct ib_slot *s = &c->slots[i];
+	rc = probe_post(c);
+	/* In sequence order, as they were first posted: the receiver completes in order. */
+	for (uint64_t seq = c->is_send ? first : c->done_seq; seq < c->head && !rc; seq++) {
+		struct ib_slot *s = &c->slots[seq % IB_NSLOTS];
 
-			if (!s->active || !s->posted)
-				continue;
-			if (s->seq < c->peer_done) {
-				for (int k = 0; k < s->nreqs; k++)
-					s->req[k]->state = IBR_DONE;
-				s->active = false;
-				continue;
-			}
-			rc = ib_slot_post(c, s);
-		}
-	} else {
-		for (uint64_t seq = c->done_seq; seq < c->head && !rc; seq++) {
-			struct ib_slot *s = &c->slots[seq % IB_NSLOTS];
-
-			s->imms = 0;
+		if (!s->active || s->seq != seq)
+			continue;
+		if (!c->is_send) {
 			rc = ib_cts_post(c, s);
+			continue;
 		}
+		if (!s->posted)
+			continue; /* still being matched: it goes when its last send comes */
+		if (s->seq < c->peer_done) {
+			/* The receiver has it: only our completion was lost with the old QPs. */
+			for (int k = 0; k < s->nreqs; k++)
+				s->req[k]->state = IBR_DONE;
+			s->active = false;
+			continue;
+		}
+		rc = ib_slot_post(c, s);
 	}
 	if (rc)
 		ib_rebuild_start(c, "posting after the rebuild failed");
@@ -310,6 +367,8 @@ int ib_isend(struct ftcc_conn *base, void *data, size_t size, int tag, void *mh,
 	volatile struct ib_cts *e = &c->fifo[idx * FTCC_MAX_RECVS];
 	if (e[0].seq != c->head + 1)
 		goto out;
+	/* The entry's fields only after its sequence number says it is this slot's. */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	int nreqs = (int)e[0].nreqs;
 	if (nreqs < 1 || nreqs > FTCC_MAX_RECVS) {
 		ib_conn_fail(c, -EPROTO, "clear-to-send with %d receives", nreqs);
@@ -342,7 +401,6 @@ int ib_isend(struct ftcc_conn *base, void *data, size_t size, int tag, void *mh,
 		 * the receiver told over the side channel, nothing is written. */
 		ib_conn_fail(c, -EMSGSIZE, "a send of %zu bytes is larger than its receive (%llu)",
 			     size, (unsigned long long)s->cts[i].size);
-		ib_ctl_send(c, &(struct ib_msg){ .type = IB_MSG_ERROR, .status = -EMSGSIZE });
 		rc = -EMSGSIZE;
 		goto out;
 	}
@@ -355,6 +413,7 @@ int ib_isend(struct ftcc_conn *base, void *data, size_t size, int tag, void *mh,
 	r->lkey = mh ? ((struct ibv_mr *)mh)->lkey : 0;
 	s->req[i] = r;
 	if (++s->matched == s->nreqs) {
+		s->posted = true; /* from now on a rebuild posts it again */
 		rc = ib_slot_post(c, s);
 		c->head++;
 		if (rc) {

@@ -210,16 +210,17 @@ void ib_dev_poll_events(struct ib_dev *d)
 		ibv.ack_async_event(&ev);
 		switch (t) {
 		case IBV_EVENT_PORT_ERR:
-			atomic_store(&d->port_down, 1);
 			ftcc_warn("ib: %s port %d went down", d->name, d->port);
+			atomic_store(&d->port_down, 1);
 			break;
 		case IBV_EVENT_PORT_ACTIVE:
 			atomic_store(&d->port_down, 0);
 			ftcc_info("ib: %s port %d is active again", d->name, d->port);
 			break;
 		case IBV_EVENT_DEVICE_FATAL:
-			atomic_store(&d->fatal, 1);
+			/* The line first: a caller that sees the flag sees the reason logged. */
 			ftcc_warn("ib: %s: fatal device error; its connections fail", d->name);
+			atomic_store(&d->fatal, 1);
 			break;
 		default:
 			ftcc_info("ib: %s: async event %s", d->name, ibv.event_type_str(t));
@@ -275,15 +276,16 @@ out:
 
 void ib_mr_put(struct ib_dev *d, struct ibv_mr *mr)
 {
+	int i;
+
 	pthread_mutex_lock(&d->mr_lock);
-	for (int i = 0; i < d->nmrs; i++) {
-		if (d->mrs[i].mr != mr)
-			continue;
-		if (--d->mrs[i].refs == 0) {
-			ibv.dereg_mr(mr);
-			d->mrs[i] = d->mrs[--d->nmrs];
-		}
-		break;
+	for (i = 0; i < d->nmrs && d->mrs[i].mr != mr; i++)
+		;
+	if (i == d->nmrs) {
+		ibv.dereg_mr(mr); /* not cached: a dma-buf registration */
+	} else if (--d->mrs[i].refs == 0) {
+		ibv.dereg_mr(mr);
+		d->mrs[i] = d->mrs[--d->nmrs];
 	}
 	pthread_mutex_unlock(&d->mr_lock);
 }

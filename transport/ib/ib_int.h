@@ -73,7 +73,7 @@ extern struct ib_verbs ibv;
 #define IB_WR_GEN(w) ((uint32_t)((w) >> 40))
 #define IB_WR_KIND(w) ((int)(((w) >> 32) & 0xff))
 #define IB_WR_VAL(w) ((uint32_t)(w))
-enum { IB_WR_RECV = 1, IB_WR_IMM, IB_WR_DATA, IB_WR_SIZES, IB_WR_CTS };
+enum { IB_WR_RECV = 1, IB_WR_IMM, IB_WR_DATA, IB_WR_SIZES, IB_WR_CTS, IB_WR_PROBE };
 
 /* Loads libibverbs (FTCC_IBVERBS_LIB, else "libibverbs.so.1") once per process and resolves
  * every verb; never unloads it. 0, or -ENOENT (no library) / -ENOSYS (a verb missing),
@@ -166,9 +166,10 @@ struct ib_slot {
 	uint64_t seq;
 	bool active;
 	int nreqs;
-	int matched; /* send: entries with a send */
-	bool posted; /* send: writes posted on the current QPs */
-	int imms;    /* completions counted (send: signalled writes; recv: immediates) */
+	int matched;	   /* send: entries with a send */
+	bool posted;	   /* send: fully matched, so its writes go (again) on the current QPs */
+	uint32_t imm_mask; /* QPs whose closing completion came (send: signalled writes; recv:
+			    * immediates), this generation; cleared when the QPs are rebuilt */
 	struct ib_req *req[FTCC_MAX_RECVS]; /* send: per entry; recv: req[0] */
 	struct ib_cts cts[FTCC_MAX_RECVS];  /* send: copy of the matched entries */
 };
@@ -216,9 +217,13 @@ struct ib_conn {
 	int nqps;
 	uint32_t gen;
 	struct ib_port_info peer;
-	bool qps_ready;	   /* both sides RTS: data may flow */
-	bool own_rts;	   /* ours are RTS for gen */
-	bool peer_rebuilt; /* the peer said its gen QPs are RTS */
+	bool qps_ready;		      /* both sides RTS: data may flow */
+	bool own_rts;		      /* ours are RTS for gen */
+	bool peer_rebuilt;	      /* the peer said its gen QPs are RTS */
+	bool need_create;	      /* the rebuild has not made its QPs yet */
+	uint32_t peer_gen;	      /* generation of the peer's set in c->peer */
+	uint8_t qp_state[IB_MAX_QPS]; /* how far each QP got: INIT, RTR, RTS */
+	bool no_tell;		      /* the peer ended it: do not tell it why */
 	uint64_t peer_done;
 	uint64_t rebuild_ns;  /* when the running rebuild started; 0 none */
 	char rebuild_why[96]; /* an error completion asks for a rebuild after its batch */
@@ -283,7 +288,14 @@ void ib_ctl_send(struct ib_conn *c, const struct ib_msg *m);
 void ib_port_fill(const struct ib_conn *c, struct ib_port_info *pi);
 int ib_qps_create(struct ib_conn *c);
 int ib_qps_connect(struct ib_conn *c);
-void ib_qps_destroy(struct ib_conn *c);
+/* Tears the set down after taking its completions out; -EIO when posted receives never came
+ * back (a completion may be lost). */
+int ib_qps_destroy(struct ib_conn *c);
+/* The rebuild's next steps (create, then connect once the peer's set is known); what fails is
+ * tried again on the next tick until the rebuild's deadline. Caller holds c->lock. */
+void ib_rebuild_step(struct ib_conn *c);
+/* Both sides' sets of c->gen are RTS: data flows again. */
+void ib_rebuild_finish(struct ib_conn *c);
 int ib_recv_post(struct ib_conn *c, int q, int n);
 /* Starts generation gen + 1 after a QP error: tears the QPs down (keeping what completed),
  * makes new ones and tells the peer. Caller holds c->lock. */
@@ -295,6 +307,8 @@ int ib_slot_post(struct ib_conn *c, struct ib_slot *s);
 int ib_cts_post(struct ib_conn *c, struct ib_slot *s);
 /* After a rebuild: complete what the peer has, send or ask again for the rest. */
 void ib_data_resume(struct ib_conn *c);
+/* After a teardown: what the old QPs half delivered starts over (counters cleared). */
+void ib_data_forget_partial(struct ib_conn *c);
 int ib_isend(struct ftcc_conn *base, void *data, size_t size, int tag, void *mh,
 	     struct ftcc_req **req);
 int ib_irecv(struct ftcc_conn *base, int n, void **data, const size_t *sizes, const int *tags,

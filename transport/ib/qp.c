@@ -58,6 +58,7 @@ int ib_qps_create(struct ib_conn *c)
 		}
 		c->psn[q] = random_psn();
 		c->recv_posted[q] = 0;
+		c->qp_state[q] = IBV_QPS_INIT;
 	}
 	return 0;
 }
@@ -116,14 +117,23 @@ int ib_qps_connect(struct ib_conn *c)
 
 		memcpy(p.local_gid, d->gid, 16);
 		memcpy(p.remote_gid, peer->gid, 16);
-		mask = ib_qp_rtr_attr(&p, &a);
-		rc = ibv.modify_qp(c->qp[q], &a, mask);
-		if (!rc) {
+		/* Resumable: a transition that failed (RoCE's RTR resolves the neighbour and can
+		 * time out while a link flaps) is tried again on the next call. */
+		rc = 0;
+		if (c->qp_state[q] < IBV_QPS_RTR) {
+			mask = ib_qp_rtr_attr(&p, &a);
+			rc = ibv.modify_qp(c->qp[q], &a, mask);
+			if (!rc)
+				c->qp_state[q] = IBV_QPS_RTR;
+		}
+		if (!rc && c->qp_state[q] < IBV_QPS_RTS) {
 			mask = ib_qp_rts_attr(&p, &a);
 			rc = ibv.modify_qp(c->qp[q], &a, mask);
+			if (!rc)
+				c->qp_state[q] = IBV_QPS_RTS;
 		}
 		if (rc) {
-			ftcc_warn("ib: QP to RTR/RTS on %s failed: %s", d->name, strerror(rc));
+			ftcc_info("ib: QP to RTR/RTS on %s failed: %s", d->name, strerror(rc));
 			return -rc;
 		}
 		if (!c->is_send) {
@@ -138,8 +148,9 @@ int ib_qps_connect(struct ib_conn *c)
 /* Moves the set to ERR and takes every completion out of the CQ: successes count (a receive
  * that landed is kept), flushes are dropped. A receive side waits until each posted receive
  * came back, so nothing that arrived is lost with the CQ. */
-static void qps_drain(struct ib_conn *c)
+static int qps_drain(struct ib_conn *c)
 {
+	int pending = 0;
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
 	uint64_t until = ib_now_ns() + DRAIN_NS;
 
@@ -149,23 +160,26 @@ static void qps_drain(struct ib_conn *c)
 	}
 	while (c->cq) {
 		struct ibv_wc wc[16];
-		int n = c->cq->context->ops.poll_cq(c->cq, 16, wc), pending = 0;
+		int n = c->cq->context->ops.poll_cq(c->cq, 16, wc);
 
 		if (n < 0)
 			break;
 		for (int i = 0; i < n; i++)
 			ib_handle_wc(c, &wc[i], true);
+		pending = 0;
 		for (int q = 0; q < c->nqps; q++)
 			pending += c->qp[q] ? c->recv_posted[q] : 0;
 		if (n == 0 && (c->is_send || pending <= 0 || ib_now_ns() > until))
 			break;
 	}
 	c->rebuild_why[0] = '\0';
+	return c->is_send ? 0 : pending;
 }
 
-void ib_qps_destroy(struct ib_conn *c)
+int ib_qps_destroy(struct ib_conn *c)
 {
-	qps_drain(c);
+	int lost = qps_drain(c);
+
 	for (int q = 0; q < c->nqps; q++) {
 		if (c->qp[q])
 			ibv.destroy_qp(c->qp[q]);
@@ -177,29 +191,59 @@ void ib_qps_destroy(struct ib_conn *c)
 	c->cq = NULL;
 	c->qps_ready = false;
 	c->own_rts = false;
+	return lost ? -EIO : 0;
 }
 
 void ib_rebuild_start(struct ib_conn *c, const char *why)
 {
-	struct ib_msg m = { .type = IB_MSG_REBUILD };
-	int rc;
-
 	if (c->state == IBC_FAILED)
 		return;
-	ib_qps_destroy(c);
+	/* A receive whose completion never came back from the old set may have landed: its
+	 * sender may count it delivered, so it cannot be asked again. */
+	if (ib_qps_destroy(c)) {
+		ib_conn_fail(c, -EIO, "receives of the old queue pairs never completed");
+		return;
+	}
+	ib_data_forget_partial(c);
 	c->gen++;
 	c->peer_rebuilt = false;
+	c->need_create = true;
 	if (!c->rebuild_ns)
 		c->rebuild_ns = ib_now_ns();
 	c->rebuilds++;
 	ftcc_info("ib: connection with %s: %s; rebuilding its queue pairs (generation %u)",
 		  c->peer_str, why, c->gen);
-	rc = ib_qps_create(c);
-	if (rc) {
-		ib_conn_fail(c, rc, "cannot rebuild its queue pairs");
+	ib_rebuild_step(c);
+}
+
+void ib_rebuild_step(struct ib_conn *c)
+{
+	int rc;
+
+	if (c->state != IBC_READY)
 		return;
+	if (c->need_create) {
+		/* A port that went down is waited for (until the rebuild's deadline). */
+		if (atomic_load(&c->dev->port_down))
+			return;
+		rc = ib_qps_create(c);
+		if (rc) {
+			ib_qps_destroy(c); /* what was made; tried again on the next tick */
+			return;
+		}
+		c->need_create = false;
+		struct ib_msg m = { .type = IB_MSG_REBUILD, .gen = c->gen };
+		ib_port_fill(c, &m.port);
+		ib_ctl_send(c, &m);
 	}
-	m.gen = c->gen;
-	ib_port_fill(c, &m.port);
-	ib_ctl_send(c, &m);
+	if (c->own_rts || c->peer_gen != c->gen)
+		return;
+	if (ib_qps_connect(c))
+		return; /* again on the next tick */
+	c->own_rts = true;
+	ib_ctl_send(c, &(struct ib_msg){ .type = IB_MSG_REBUILT,
+					 .gen = c->gen,
+					 .done_seq = c->is_send ? 0 : c->done_seq });
+	if (c->peer_rebuilt)
+		ib_rebuild_finish(c);
 }
