@@ -99,6 +99,11 @@ run_ib_tests() {
 	fi
 	step "$dir: net ABI tests over ib" env FTCC_TEST_TRANSPORT=ib \
 		timeout -k 30 "$TEST_TIMEOUT" "$dir/test_abi" --filter 'net_v*/*'
+	# The same .so where libibverbs cannot be loaded: auto must serve TCP (release build only).
+	if [ "$dir" = build ]; then
+		step "$dir: net ABI tests without libibverbs" env FTCC_TEST_TRANSPORT=no-verbs \
+			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_abi" --filter 'net_v*/*'
+	fi
 	if [ -x "$dir/test_chaos" ] && [ "$(id -u)" -eq 0 ]; then
 		step "$dir: net process and link faults over ib" env FTCC_TEST_TRANSPORT=ib \
 			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_chaos" --jobs 1 \

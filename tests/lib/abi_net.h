@@ -85,7 +85,8 @@ int64_t abi_now_ms(void);
 /* Whether the tests run over the ib transport (FTCC_TRANSPORT=ib, the verbs emulator). */
 int abi_transport_is_ib(void);
 /* Sets FTCC_TRANSPORT and FTCC_IBVERBS_LIB for the transport FTCC_TEST_TRANSPORT names: "ib"
- * runs the plug-in over the verbs emulator built in the tree; anything else, the default. */
+ * runs the plug-in over the verbs emulator built in the tree; "no-verbs", the default (auto)
+ * with libibverbs missing; anything else, the default. */
 void test_transport_env(void);
 /* Entries of /proc/self/task and /proc/self/fd: threads and open fds of this process. */
 int abi_thread_count(void);
