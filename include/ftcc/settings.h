@@ -63,8 +63,8 @@
 	X(IB_TC, INT, 0, 0, 255, "traffic class of RoCE and routed IB packets")                    \
 	X(IB_SL, INT, 0, 0, 15, "InfiniBand service level")                                        \
 	X(IB_TIMEOUT, INT, 0, 0, 31,                                                               \
-	  "QP ack timeout, 4.096 us x 2^N per try; 0 = all tries within a quarter of "             \
-	  "FAILURE_TIMEOUT_MS (N in 12..20)")                                                      \
+	  "QP ack timeout, 4.096 us x 2^N per try; 0 = the largest N in 12..20 with every try "    \
+	  "within a quarter of FAILURE_TIMEOUT_MS")                                                \
 	X(IB_RETRY_CNT, INT, 7, 0, 7, "QP transport retries before a work request fails")          \
 	X(IB_QPS_PER_CONN, INT, 1, 1, 16, "RC queue pairs per connection, data striped over them") \
 	X(FAULT, STR, "", 0, 0,                                                                    \

@@ -567,6 +567,19 @@ void emu_late_flush(struct emu_ctx *c)
 	c->nlate = 0;
 }
 
+void emu_late_flush_qp(struct emu_ctx *c, uint32_t qpn)
+{
+	int k = 0;
+
+	for (int i = 0; i < c->nlate; i++) {
+		if (c->late[i].wc.qp_num == qpn)
+			emu_cq_push(c->late[i].cq, &c->late[i].wc);
+		else
+			c->late[k++] = c->late[i];
+	}
+	c->nlate = k;
+}
+
 void emu_late_forget(struct emu_ctx *c, const struct emu_cq *cq, uint32_t qpn)
 {
 	int k = 0;

@@ -206,6 +206,8 @@ void emu_cq_push(struct emu_cq *cq, const struct ibv_wc *wc);
 /* Queues @wc for @cq until the agent's next round (emu_late_flush); caller holds emu.lock. */
 void emu_late_push(struct emu_ctx *c, struct emu_cq *cq, const struct ibv_wc *wc);
 void emu_late_flush(struct emu_ctx *c);
+/* Makes QP @qpn's waiting completions visible now. */
+void emu_late_flush_qp(struct emu_ctx *c, uint32_t qpn);
 /* Drops the waiting completions of @cq, or of QP number @qpn (a destroyed object's). */
 void emu_late_forget(struct emu_ctx *c, const struct emu_cq *cq, uint32_t qpn);
 /* Moves @qp to ERR: the first send WR completes with @head_status (when not SUCCESS), every

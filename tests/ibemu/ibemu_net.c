@@ -371,11 +371,14 @@ static struct emu_swr *swr_by_psn(struct emu_qp *q, uint32_t psn)
 	return NULL;
 }
 
+/* Bytes of l->out_qp's packet moved: its retry timer restarts, and so do the timers of the QPs
+ * whose next packet waits behind it on the wire (a NIC would interleave them). A QP whose
+ * packets all went out waits for its own acknowledgements only. */
 static void mark_progress(struct emu_link *l, uint64_t now)
 {
 	for (struct emu_qp *q = l->ctx->qps; q; q = q->next) {
-		if (q->dlid == l->peer_lid && q->progress_ns < now)
-			q->progress_ns = now;
+		if (q == l->out_qp || (q->dlid == l->peer_lid && q->nsent < q->nswr))
+			q->progress_ns = now > q->progress_ns ? now : q->progress_ns;
 	}
 }
 

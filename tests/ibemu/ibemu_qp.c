@@ -271,6 +271,8 @@ static void swr_complete(struct emu_qp *q, const struct emu_swr *w, enum ibv_wc_
 
 void emu_qp_fail(struct emu_qp *q, enum ibv_wc_status head)
 {
+	/* Receive completions come in order: those already generated go before the flushes. */
+	emu_late_flush_qp((struct emu_ctx *)q->qp.context, q->qp.qp_num);
 	emu_links_forget_qp(q);
 	for (int i = 0; i < q->nswr; i++) {
 		enum ibv_wc_status st =

@@ -54,14 +54,18 @@ void ib_conn_fail(struct ib_conn *c, int err, const char *fmt, ...)
 	c->fail_ns = ib_now_ns();
 	atomic_store(&c->err, err);
 	/* Our side ended it: the peer must stop writing into buffers whose caller saw the error
-	 * here, and learn why instead of timing out on a live member. */
+	 * here, and learn why instead of timing out on a live member. When the side channel
+	 * ended it, the QPs stay as they are: an acknowledgement still on its way must complete
+	 * the send the peer took (the end grace). */
+	if (c->side_err)
+		return;
 	for (int q = 0; q < c->nqps; q++) {
 		struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
 
 		if (c->qp[q])
 			ibv.modify_qp(c->qp[q], &a, IBV_QP_STATE);
 	}
-	if (!c->side_err && !c->no_tell && c->out)
+	if (!c->no_tell && c->out)
 		ib_ctl_send(c, &(struct ib_msg){ .type = IB_MSG_ERROR, .status = err });
 }
 
@@ -130,8 +134,11 @@ void ib_conn_free(struct ib_conn *c)
  * sends). */
 void ib_rebuild_finish(struct ib_conn *c)
 {
+	uint32_t gen = c->gen;
+
 	ib_data_resume(c);
-	ftcc_info("ib: connection with %s restored (generation %u)", c->peer_str, c->gen);
+	if (c->state == IBC_READY && c->gen == gen)
+		ftcc_info("ib: connection with %s restored (generation %u)", c->peer_str, gen);
 }
 
 static void on_rebuild(struct ib_conn *c, const struct ib_msg *m)
@@ -140,8 +147,9 @@ static void on_rebuild(struct ib_conn *c, const struct ib_msg *m)
 		ib_rebuild_start(c, "the peer saw a queue-pair error");
 	if (c->state == IBC_FAILED || m->gen != c->gen)
 		return; /* an older generation's: ours is newer and the peer will follow */
-	if (m->port.nqps != c->nqps) {
-		ib_conn_fail(c, -EPROTO, "rebuilt with %d QPs, ours %d", m->port.nqps, c->nqps);
+	if (m->port.nqps != c->nqps || m->port.link_layer != c->dev->link_layer) {
+		ib_conn_fail(c, -EPROTO, "rebuilt with %d QPs on link layer %d, ours %d on %d",
+			     m->port.nqps, m->port.link_layer, c->nqps, c->dev->link_layer);
 		return;
 	}
 	c->peer = m->port;

@@ -68,6 +68,7 @@ static void recv_complete(struct ib_conn *c, struct ib_slot *s)
 	}
 	r->state = IBR_DONE;
 	s->active = false;
+	c->misuse_errs = 0;
 	/* In order: the first slot not complete. */
 	while (c->done_seq < c->head) {
 		const struct ib_slot *d = &c->slots[c->done_seq % IB_NSLOTS];
@@ -76,6 +77,16 @@ static void recv_complete(struct ib_conn *c, struct ib_slot *s)
 			break;
 		c->done_seq++;
 	}
+}
+
+/* Whether a fully matched send is waiting for its completions. */
+static bool send_in_flight(const struct ib_conn *c)
+{
+	for (int i = 0; i < IB_NSLOTS; i++) {
+		if (c->slots[i].active && c->slots[i].posted)
+			return true;
+	}
+	return false;
 }
 
 /* A closing completion of slot @s from QP @q; a second one from the same QP in one generation
@@ -104,12 +115,14 @@ void ib_handle_wc(struct ib_conn *c, const struct ibv_wc *wc, bool draining)
 		c->recv_posted[IB_WR_VAL(w)]--; /* a posted receive came back, however */
 	if (wc->status != IBV_WC_SUCCESS) {
 		/* Only wr_id and status mean anything in an error completion (ibv_poll_cq(3)).
-		 * A rebuild cannot cure misuse: a bad key, address or length is ours or the
-		 * peer's bug, not the link's. */
+		 * A bad key, address or length is misuse (ours or the peer's), or a peer that
+		 * deregistered while closing: one rebuild gives the side channel time to tell of
+		 * the close; the same error again, with nothing delivered in between, is misuse. */
 		if (!draining &&
 		    (wc->status == IBV_WC_LOC_PROT_ERR || wc->status == IBV_WC_LOC_LEN_ERR ||
-		     wc->status == IBV_WC_REM_ACCESS_ERR || wc->status == IBV_WC_REM_INV_REQ_ERR)) {
-			ib_conn_fail(c, -EINVAL, "work request failed (%s)",
+		     wc->status == IBV_WC_REM_ACCESS_ERR || wc->status == IBV_WC_REM_INV_REQ_ERR) &&
+		    c->misuse_errs++ > 0) {
+			ib_conn_fail(c, -EINVAL, "work request failed again (%s)",
 				     wc_status_str(wc->status));
 			return;
 		}
@@ -120,7 +133,12 @@ void ib_handle_wc(struct ib_conn *c, const struct ibv_wc *wc, bool draining)
 				 wc_status_str(wc->status), wc->vendor_err);
 		return;
 	}
-	c->rebuild_ns = 0; /* something of this generation got through: the link works */
+	/* Something of this generation got through. On the receive side that ends the
+	 * rebuild's deadline (whether data comes is the sender's to know); on the send side only
+	 * a completed message does, or any completion when nothing is in flight: a path that
+	 * carries small writes but drops full ones must not reset the deadline forever. */
+	if (!c->is_send || !send_in_flight(c))
+		c->rebuild_ns = 0;
 	switch (IB_WR_KIND(w)) {
 	case IB_WR_RECV:
 		s = &c->slots[be32toh(wc->imm_data) % IB_NSLOTS];
@@ -143,6 +161,8 @@ void ib_handle_wc(struct ib_conn *c, const struct ibv_wc *wc, bool draining)
 			for (int i = 0; i < s->nreqs; i++)
 				s->req[i]->state = IBR_DONE;
 			s->active = false;
+			c->rebuild_ns = 0; /* a whole message went through */
+			c->misuse_errs = 0;
 		}
 		break;
 	default:

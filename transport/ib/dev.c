@@ -241,7 +241,7 @@ int ib_mr_get(struct ib_dev *d, void *data, size_t size, struct ibv_mr **out)
 	for (int i = 0; i < d->nmrs; i++) {
 		struct ib_mr_entry *e = &d->mrs[i];
 
-		if (e->start <= start && start + len <= e->start + e->len) {
+		if (e->len && e->start <= start && start + len <= e->start + e->len) {
 			e->refs++;
 			*out = e->mr;
 			goto out;
@@ -282,10 +282,32 @@ void ib_mr_put(struct ib_dev *d, struct ibv_mr *mr)
 	for (i = 0; i < d->nmrs && d->mrs[i].mr != mr; i++)
 		;
 	if (i == d->nmrs) {
-		ibv.dereg_mr(mr); /* not cached: a dma-buf registration */
+		/* Not ours (or already released): never deregister what we do not hold. */
 	} else if (--d->mrs[i].refs == 0) {
 		ibv.dereg_mr(mr);
 		d->mrs[i] = d->mrs[--d->nmrs];
 	}
 	pthread_mutex_unlock(&d->mr_lock);
+}
+
+int ib_mr_track(struct ib_dev *d, struct ibv_mr *mr)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&d->mr_lock);
+	if (d->nmrs == d->cap_mrs) {
+		int cap = d->cap_mrs ? 2 * d->cap_mrs : 32;
+		struct ib_mr_entry *m = realloc(d->mrs, sizeof(*m) * (size_t)cap);
+
+		if (!m) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		d->mrs = m;
+		d->cap_mrs = cap;
+	}
+	d->mrs[d->nmrs++] = (struct ib_mr_entry){ .refs = 1, .mr = mr };
+out:
+	pthread_mutex_unlock(&d->mr_lock);
+	return rc;
 }

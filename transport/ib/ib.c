@@ -220,6 +220,10 @@ static int ib_reg_mr_dmabuf(struct ftcc_conn *base, void *data, size_t size, int
 				       IBV_ACCESS_REMOTE_READ);
 	if (!mr)
 		return errno ? -errno : -EIO;
+	if (ib_mr_track(c->dev, mr)) {
+		ibv.dereg_mr(mr);
+		return -ENOMEM;
+	}
 	*mh = mr;
 	return 0;
 }

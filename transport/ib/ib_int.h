@@ -83,7 +83,7 @@ int ib_verbs_load(void);
 /* A cached registration: the pages [start, start + len) and who uses them. */
 struct ib_mr_entry {
 	uintptr_t start;
-	size_t len;
+	size_t len; /* 0 for a dma-buf registration: never shared, only found by its MR */
 	int refs;
 	struct ibv_mr *mr;
 };
@@ -120,6 +120,8 @@ void ib_dev_poll_events(struct ib_dev *d);
 /* Cached registration of [@data, @data + @size) on @d; *mr on success. */
 int ib_mr_get(struct ib_dev *d, void *data, size_t size, struct ibv_mr **mr);
 void ib_mr_put(struct ib_dev *d, struct ibv_mr *mr);
+/* Keeps @mr (a dma-buf registration) in @d's table so that ib_mr_put finds it. */
+int ib_mr_track(struct ib_dev *d, struct ibv_mr *mr);
 
 enum ib_conn_state {
 	IBC_DIAL = 1,	  /* connector: side channel forward leg connecting */
@@ -224,6 +226,8 @@ struct ib_conn {
 	uint32_t peer_gen;	      /* generation of the peer's set in c->peer */
 	uint8_t qp_state[IB_MAX_QPS]; /* how far each QP got: INIT, RTR, RTS */
 	bool no_tell;		      /* the peer ended it: do not tell it why */
+	uint32_t warned_gen;	      /* a failing rebuild step warned in this generation */
+	int misuse_errs; /* access/length error completions since the last delivered message */
 	uint64_t peer_done;
 	uint64_t rebuild_ns;  /* when the running rebuild started; 0 none */
 	char rebuild_why[96]; /* an error completion asks for a rebuild after its batch */

@@ -30,7 +30,7 @@ int ib_qps_create(struct ib_conn *c)
 
 	c->cq = ibv.create_cq(d->ctx, cqe, NULL, NULL, 0);
 	if (!c->cq) {
-		ftcc_warn("ib: ibv_create_cq(%d) on %s failed: %s", cqe, d->name, strerror(errno));
+		ftcc_info("ib: ibv_create_cq(%d) on %s failed: %s", cqe, d->name, strerror(errno));
 		return -ENOMEM;
 	}
 	for (int q = 0; q < c->nqps; q++) {
@@ -47,13 +47,13 @@ int ib_qps_create(struct ib_conn *c)
 
 		c->qp[q] = ibv.create_qp(d->pd, &ia);
 		if (!c->qp[q]) {
-			ftcc_warn("ib: ibv_create_qp on %s failed: %s", d->name, strerror(errno));
+			ftcc_info("ib: ibv_create_qp on %s failed: %s", d->name, strerror(errno));
 			return -ENOMEM;
 		}
 		mask = ib_qp_init_attr(&p, &a);
 		rc = ibv.modify_qp(c->qp[q], &a, mask);
 		if (rc) {
-			ftcc_warn("ib: QP to INIT on %s failed: %s", d->name, strerror(rc));
+			ftcc_info("ib: QP to INIT on %s failed: %s", d->name, strerror(rc));
 			return -rc;
 		}
 		c->psn[q] = random_psn();
@@ -133,7 +133,7 @@ int ib_qps_connect(struct ib_conn *c)
 				c->qp_state[q] = IBV_QPS_RTS;
 		}
 		if (rc) {
-			ftcc_info("ib: QP to RTR/RTS on %s failed: %s", d->name, strerror(rc));
+			ftcc_trace("ib: QP to RTR/RTS on %s failed: %s", d->name, strerror(rc));
 			return -rc;
 		}
 		if (!c->is_send) {
@@ -216,6 +216,17 @@ void ib_rebuild_start(struct ib_conn *c, const char *why)
 	ib_rebuild_step(c);
 }
 
+/* One WARN per generation for a rebuild step that keeps failing (it is retried every tick
+ * until the deadline). */
+static void rebuild_warn_once(struct ib_conn *c, const char *what, int rc)
+{
+	if (c->warned_gen == c->gen)
+		return;
+	c->warned_gen = c->gen;
+	ftcc_warn("ib: connection with %s: %s (%s); retrying until the failure timeout",
+		  c->peer_str, what, strerror(-rc));
+}
+
 void ib_rebuild_step(struct ib_conn *c)
 {
 	int rc;
@@ -229,21 +240,27 @@ void ib_rebuild_step(struct ib_conn *c)
 		rc = ib_qps_create(c);
 		if (rc) {
 			ib_qps_destroy(c); /* what was made; tried again on the next tick */
+			rebuild_warn_once(c, "cannot make its queue pairs", rc);
 			return;
 		}
 		c->need_create = false;
 		struct ib_msg m = { .type = IB_MSG_REBUILD, .gen = c->gen };
 		ib_port_fill(c, &m.port);
 		ib_ctl_send(c, &m);
+		if (c->state != IBC_READY)
+			return;
 	}
 	if (c->own_rts || c->peer_gen != c->gen)
 		return;
-	if (ib_qps_connect(c))
+	rc = ib_qps_connect(c);
+	if (rc) {
+		rebuild_warn_once(c, "cannot connect its queue pairs", rc);
 		return; /* again on the next tick */
+	}
 	c->own_rts = true;
 	ib_ctl_send(c, &(struct ib_msg){ .type = IB_MSG_REBUILT,
 					 .gen = c->gen,
 					 .done_seq = c->is_send ? 0 : c->done_seq });
-	if (c->peer_rebuilt)
+	if (c->state == IBC_READY && c->peer_rebuilt)
 		ib_rebuild_finish(c);
 }
