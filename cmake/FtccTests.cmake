@@ -31,6 +31,16 @@ if(FTCC_HAVE_IB)
 	target_link_options(ftcc_ibemu PRIVATE
 		-Wl,--version-script=${CMAKE_SOURCE_DIR}/tests/ibemu/ibemu.map)
 	target_link_libraries(ftcc_ibemu PRIVATE Threads::Threads)
+	# A libibverbs.so.1 with one verb only: the loader must refuse it (build/ibemu_partial/).
+	add_library(ftcc_ibemu_partial SHARED ${CMAKE_SOURCE_DIR}/tests/ibemu_partial/partial.c)
+	set_target_properties(ftcc_ibemu_partial PROPERTIES
+		OUTPUT_NAME ibverbs VERSION 1 SOVERSION 1
+		LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/ibemu_partial
+		C_VISIBILITY_PRESET hidden
+		LINK_DEPENDS ${CMAKE_SOURCE_DIR}/tests/ibemu_partial/partial.map)
+	target_include_directories(ftcc_ibemu_partial SYSTEM PRIVATE ${FTCC_VERBS_INCLUDE_DIR})
+	target_link_options(ftcc_ibemu_partial PRIVATE
+		-Wl,--version-script=${CMAKE_SOURCE_DIR}/tests/ibemu_partial/partial.map)
 endif()
 
 # Adds test executable NAME from the given source directories.
@@ -43,9 +53,10 @@ function(ftcc_add_test name)
 					      ${CMAKE_DL_LIBS})
 	if(TARGET ftcc_ibemu)
 		target_compile_definitions(${name} PRIVATE
-			FTCC_IBEMU_PATH="$<TARGET_FILE:ftcc_ibemu>")
+			FTCC_IBEMU_PATH="$<TARGET_FILE:ftcc_ibemu>"
+			FTCC_IBEMU_PARTIAL_PATH="$<TARGET_FILE:ftcc_ibemu_partial>")
 		target_include_directories(${name} SYSTEM PRIVATE ${FTCC_VERBS_INCLUDE_DIR})
-		add_dependencies(${name} ftcc_ibemu)
+		add_dependencies(${name} ftcc_ibemu ftcc_ibemu_partial)
 	endif()
 	add_test(NAME ${name} COMMAND ${name})
 endfunction()

@@ -99,6 +99,14 @@ Test(net_ib, roce_one_qp)
 	striped_sizes(1, "1");
 }
 
+/* RoCE's move to RTR times out a few times (a neighbour entry not resolved yet): the
+ * handshake tries again within its deadline instead of failing the connection. */
+Test(net_ib, rtr_timeouts_retried)
+{
+	setenv("IBEMU_RTR_FAILS", "5", 1);
+	striped_sizes(1, "2");
+}
+
 Test(net_ib, hca_filter)
 {
 	ncclNetProperties_v11_t p;
@@ -218,6 +226,13 @@ static void falls_back(void)
 Test(net_ib, no_libibverbs)
 {
 	setenv("FTCC_IBVERBS_LIB", "/nonexistent/libibverbs.so.1", 1);
+	falls_back();
+}
+
+/* A libibverbs that lacks verbs (here all but ibv_get_device_list, which claims a device). */
+Test(net_ib, libibverbs_missing_verbs)
+{
+	setenv("FTCC_IBVERBS_LIB", FTCC_IBEMU_PARTIAL_PATH, 1);
 	falls_back();
 }
 

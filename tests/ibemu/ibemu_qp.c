@@ -131,6 +131,20 @@ static int rc_masks(enum ibv_qp_state cur, enum ibv_qp_state next, int *req, int
 	return 0;
 }
 
+static int rtr_fail_once(void)
+{
+	static int left = -1;
+
+	if (left < 0) {
+		const char *v = getenv("IBEMU_RTR_FAILS");
+		left = v ? atoi(v) : 0;
+	}
+	if (left <= 0)
+		return 0;
+	left--;
+	return 1;
+}
+
 static int gid_nonzero(const union ibv_gid *g)
 {
 	return g->global.subnet_prefix || g->global.interface_id;
@@ -199,6 +213,12 @@ EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 	}
 	if ((mask & IBV_QP_AV) && (err = check_av(q, &a->ah_attr, (int)a->path_mtu)))
 		goto out;
+	/* IBEMU_RTR_FAILS=N: the first N moves to RTR time out, as RoCE's address resolution
+	 * can while a neighbour entry is missing; nothing changes (all or nothing). */
+	if (next == IBV_QPS_RTR && cur == IBV_QPS_INIT && rtr_fail_once()) {
+		err = ETIMEDOUT;
+		goto out;
+	}
 	/* Valid: apply (ibv_modify_qp(3): all or nothing). */
 	if (mask & IBV_QP_ACCESS_FLAGS)
 		q->access = (int)a->qp_access_flags;

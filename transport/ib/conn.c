@@ -178,10 +178,32 @@ static void on_hello(struct ib_conn *c, const struct ib_msg *m)
 	rc = ctl_alloc_memory(c);
 	if (!rc)
 		rc = ib_qps_create(c);
-	if (!rc)
-		rc = ib_qps_connect(c);
 	if (rc)
 		c->refuse = rc;
+	/* Connecting the QPs may fail for a while (RoCE's RTR resolves the neighbour): it is
+	 * tried again until the WELCOME can go, within the connection deadline. */
+	if (!rc)
+		ib_qps_connect(c);
+}
+
+/* All of our QPs are RTS (the handshake's RTR/RTS may need several tries). */
+static bool qps_all_rts(const struct ib_conn *c)
+{
+	for (int q = 0; q < c->nqps; q++) {
+		if (c->qp_state[q] != IBV_QPS_RTS)
+			return false;
+	}
+	return c->nqps > 0;
+}
+
+/* Connector: WELCOME known; RTR/RTS (again) and, once done, READY. */
+static void welcome_step(struct ib_conn *c)
+{
+	if (ib_qps_connect(c))
+		return; /* again on the next tick, until the connection deadline */
+	ib_ctl_send(c, &(struct ib_msg){ .type = IB_MSG_READY, .gen = c->gen });
+	c->qps_ready = c->own_rts = c->peer_rebuilt = true;
+	c->state = IBC_READY;
 }
 
 static void on_msg(struct ib_conn *c, const uint8_t *buf, size_t len)
@@ -202,18 +224,19 @@ static void on_msg(struct ib_conn *c, const uint8_t *buf, size_t len)
 	case IB_MSG_WELCOME:
 		if (c->state != IBC_WELCOME_WAIT)
 			break;
+		if (c->welcomed)
+			break;
+		if (m.port.nqps != c->nqps || m.port.link_layer != c->dev->link_layer) {
+			ib_conn_fail(c, -EPROTO, "welcome with %d QPs on link layer %d",
+				     m.port.nqps, m.port.link_layer);
+			return;
+		}
+		c->welcomed = true;
 		c->peer = m.port;
 		c->peer_gen = c->gen;
 		c->remote_addr = m.addr;
 		c->remote_rkey = m.rkey;
-		rc = ib_qps_connect(c);
-		if (rc) {
-			ib_conn_fail(c, rc, "cannot connect the queue pairs");
-			return;
-		}
-		ib_ctl_send(c, &(struct ib_msg){ .type = IB_MSG_READY, .gen = c->gen });
-		c->qps_ready = c->own_rts = c->peer_rebuilt = true;
-		c->state = IBC_READY;
+		welcome_step(c);
 		return;
 	case IB_MSG_READY:
 		if (c->state != IBC_READY_WAIT)
@@ -359,19 +382,24 @@ static void back_step(struct ib_conn *c)
 {
 	const struct ftcc_transport_ops *tcp = ib_eng.tcp;
 	struct ib_msg m = { .type = IB_MSG_WELCOME };
-	int rc = tcp->connect(&c->tctx, 0, c->tcp_handle, &c->out);
 
-	if (rc) {
-		ib_conn_fail(c, rc, "side channel back leg not established");
-		return;
+	if (!c->out) {
+		int rc = tcp->connect(&c->tctx, 0, c->tcp_handle, &c->out);
+
+		if (rc) {
+			ib_conn_fail(c, rc, "side channel back leg not established");
+			return;
+		}
+		if (!c->out)
+			return;
 	}
-	if (!c->out)
-		return;
 	if (c->refuse) {
 		ib_ctl_send(c, &(struct ib_msg){ .type = IB_MSG_REFUSE, .status = c->refuse });
 		c->state = IBC_READY_WAIT; /* the connector closes; we fail then */
 		return;
 	}
+	if (!qps_all_rts(c) && ib_qps_connect(c))
+		return; /* again on the next tick, until the connection deadline */
 	ib_port_fill(c, &m.port);
 	m.addr = (uintptr_t)c->sizes;
 	m.rkey = c->sizes_mr->rkey;
@@ -389,6 +417,8 @@ void ib_conn_progress(struct ib_conn *c)
 	}
 	if (c->state == IBC_DIAL)
 		dial_step(c);
+	if (c->state == IBC_WELCOME_WAIT && c->welcomed)
+		welcome_step(c);
 	if (c->state == IBC_WELCOME_WAIT && !c->in) {
 		int rc = ib_eng.tcp->accept(c->back_listen, &c->in);
 		if (rc)

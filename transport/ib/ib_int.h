@@ -227,6 +227,7 @@ struct ib_conn {
 	uint8_t qp_state[IB_MAX_QPS]; /* how far each QP got: INIT, RTR, RTS */
 	bool no_tell;		      /* the peer ended it: do not tell it why */
 	uint32_t warned_gen;	      /* a failing rebuild step warned in this generation */
+	bool welcomed;		      /* connector: WELCOME came; its RTR/RTS may still be due */
 	int misuse_errs; /* access/length error completions since the last delivered message */
 	uint64_t peer_done;
 	uint64_t rebuild_ns;  /* when the running rebuild started; 0 none */
