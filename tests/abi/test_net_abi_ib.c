@@ -107,6 +107,15 @@ Test(net_ib, rtr_timeouts_retried)
 	striped_sizes(1, "2");
 }
 
+/* The same on the connector's side: the acceptor's two QPs reach RTR, then the connector's
+ * time out. */
+Test(net_ib, rtr_timeouts_retried_by_connector)
+{
+	setenv("IBEMU_RTR_FAILS", "5", 1);
+	setenv("IBEMU_RTR_FAILS_AFTER", "2", 1);
+	striped_sizes(1, "2");
+}
+
 Test(net_ib, hca_filter)
 {
 	ncclNetProperties_v11_t p;

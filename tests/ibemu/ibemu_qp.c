@@ -131,16 +131,24 @@ static int rc_masks(enum ibv_qp_state cur, enum ibv_qp_state next, int *req, int
 	return 0;
 }
 
+/* IBEMU_RTR_FAILS=N, IBEMU_RTR_FAILS_AFTER=K: after K moves to RTR that succeed, N fail. */
 static int rtr_fail_once(void)
 {
-	static int left = -1;
+	static int left = -1, skip = 0;
 
 	if (left < 0) {
 		const char *v = getenv("IBEMU_RTR_FAILS");
+		const char *k = getenv("IBEMU_RTR_FAILS_AFTER");
+
 		left = v ? atoi(v) : 0;
+		skip = k ? atoi(k) : 0;
 	}
 	if (left <= 0)
 		return 0;
+	if (skip > 0) {
+		skip--;
+		return 0;
+	}
 	left--;
 	return 1;
 }

@@ -157,6 +157,24 @@ static void on_rebuild(struct ib_conn *c, const struct ib_msg *m)
 	ib_rebuild_step(c);
 }
 
+/* RTR/RTS of the handshake, with the receives posted: 0, -EAGAIN for a transient failure
+ * (RoCE's RTR resolves the neighbour and can time out for a while: tried again every tick
+ * within the connection deadline, one INFO line), or the error that ends the handshake. */
+static int handshake_connect(struct ib_conn *c)
+{
+	int rc = ib_qps_connect(c);
+
+	if (rc != -ETIMEDOUT && rc != -EAGAIN)
+		return rc;
+	if (!c->warned_gen) {
+		c->warned_gen = c->gen;
+		ftcc_info("ib: connection with %s: queue pairs not connected yet (%s); retrying "
+			  "until the connection deadline",
+			  c->peer_str, strerror(-rc));
+	}
+	return -EAGAIN;
+}
+
 static void on_hello(struct ib_conn *c, const struct ib_msg *m)
 {
 	int rc = 0;
@@ -178,29 +196,23 @@ static void on_hello(struct ib_conn *c, const struct ib_msg *m)
 	rc = ctl_alloc_memory(c);
 	if (!rc)
 		rc = ib_qps_create(c);
-	if (rc)
-		c->refuse = rc;
-	/* Connecting the QPs may fail for a while (RoCE's RTR resolves the neighbour): it is
-	 * tried again until the WELCOME can go, within the connection deadline. */
 	if (!rc)
-		ib_qps_connect(c);
-}
-
-/* All of our QPs are RTS (the handshake's RTR/RTS may need several tries). */
-static bool qps_all_rts(const struct ib_conn *c)
-{
-	for (int q = 0; q < c->nqps; q++) {
-		if (c->qp_state[q] != IBV_QPS_RTS)
-			return false;
-	}
-	return c->nqps > 0;
+		rc = handshake_connect(c);
+	if (rc && rc != -EAGAIN) /* -EAGAIN: back_step tries again */
+		c->refuse = rc;
 }
 
 /* Connector: WELCOME known; RTR/RTS (again) and, once done, READY. */
 static void welcome_step(struct ib_conn *c)
 {
-	if (ib_qps_connect(c))
+	int rc = handshake_connect(c);
+
+	if (rc == -EAGAIN)
 		return; /* again on the next tick, until the connection deadline */
+	if (rc) {
+		ib_conn_fail(c, rc, "cannot connect the queue pairs");
+		return;
+	}
 	ib_ctl_send(c, &(struct ib_msg){ .type = IB_MSG_READY, .gen = c->gen });
 	c->qps_ready = c->own_rts = c->peer_rebuilt = true;
 	c->state = IBC_READY;
@@ -398,8 +410,16 @@ static void back_step(struct ib_conn *c)
 		c->state = IBC_READY_WAIT; /* the connector closes; we fail then */
 		return;
 	}
-	if (!qps_all_rts(c) && ib_qps_connect(c))
+	/* Idempotent once done (RTS QPs are skipped, receives topped up). */
+	int rc = handshake_connect(c);
+	if (rc == -EAGAIN)
 		return; /* again on the next tick, until the connection deadline */
+	if (rc) {
+		c->refuse = rc;
+		ib_ctl_send(c, &(struct ib_msg){ .type = IB_MSG_REFUSE, .status = rc });
+		c->state = IBC_READY_WAIT;
+		return;
+	}
 	ib_port_fill(c, &m.port);
 	m.addr = (uintptr_t)c->sizes;
 	m.rkey = c->sizes_mr->rkey;
