@@ -17,30 +17,27 @@ endif()
 enable_testing()
 ftcc_glob(FTCC_TESTLIB_SOURCES tests/lib)
 
-# The verbs emulator: a libibverbs.so.1 of its own (build/ibemu/), loaded by the ib transport
-# through FTCC_IBVERBS_LIB in tests, since no machine here has an HCA.
+# A test libibverbs.so.1 named TARGET from tests/DIR/*.c, exporting what tests/DIR/MAP lists
+# at libibverbs' symbol versions, built into build/DIR/ (loaded through FTCC_IBVERBS_LIB).
+function(ftcc_add_verbs_lib target dir map)
+	ftcc_glob(sources tests/${dir})
+	add_library(${target} SHARED ${sources})
+	set_target_properties(${target} PROPERTIES
+		OUTPUT_NAME ibverbs VERSION 1 SOVERSION 1
+		LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/${dir}
+		C_VISIBILITY_PRESET hidden
+		LINK_DEPENDS ${CMAKE_SOURCE_DIR}/tests/${dir}/${map})
+	target_include_directories(${target} SYSTEM PRIVATE ${FTCC_VERBS_INCLUDE_DIR})
+	target_link_options(${target} PRIVATE
+		-Wl,--version-script=${CMAKE_SOURCE_DIR}/tests/${dir}/${map})
+	target_link_libraries(${target} PRIVATE Threads::Threads)
+endfunction()
+
 if(FTCC_HAVE_IB)
-	ftcc_glob(FTCC_IBEMU_SOURCES tests/ibemu)
-	add_library(ftcc_ibemu SHARED ${FTCC_IBEMU_SOURCES})
-	set_target_properties(ftcc_ibemu PROPERTIES
-		OUTPUT_NAME ibverbs VERSION 1 SOVERSION 1
-		LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/ibemu
-		C_VISIBILITY_PRESET hidden
-		LINK_DEPENDS ${CMAKE_SOURCE_DIR}/tests/ibemu/ibemu.map)
-	target_include_directories(ftcc_ibemu SYSTEM PRIVATE ${FTCC_VERBS_INCLUDE_DIR})
-	target_link_options(ftcc_ibemu PRIVATE
-		-Wl,--version-script=${CMAKE_SOURCE_DIR}/tests/ibemu/ibemu.map)
-	target_link_libraries(ftcc_ibemu PRIVATE Threads::Threads)
-	# A libibverbs.so.1 with one verb only: the loader must refuse it (build/ibemu_partial/).
-	add_library(ftcc_ibemu_partial SHARED ${CMAKE_SOURCE_DIR}/tests/ibemu_partial/partial.c)
-	set_target_properties(ftcc_ibemu_partial PROPERTIES
-		OUTPUT_NAME ibverbs VERSION 1 SOVERSION 1
-		LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/ibemu_partial
-		C_VISIBILITY_PRESET hidden
-		LINK_DEPENDS ${CMAKE_SOURCE_DIR}/tests/ibemu_partial/partial.map)
-	target_include_directories(ftcc_ibemu_partial SYSTEM PRIVATE ${FTCC_VERBS_INCLUDE_DIR})
-	target_link_options(ftcc_ibemu_partial PRIVATE
-		-Wl,--version-script=${CMAKE_SOURCE_DIR}/tests/ibemu_partial/partial.map)
+	# The verbs emulator, since no machine here has an HCA.
+	ftcc_add_verbs_lib(ftcc_ibemu ibemu ibemu.map)
+	# One verb only: the loader must refuse it.
+	ftcc_add_verbs_lib(ftcc_ibemu_partial ibemu_partial partial.map)
 endif()
 
 # Adds test executable NAME from the given source directories.

@@ -63,6 +63,7 @@ static void hidden_fault(const char *name, const char *fault, int qp_timeout, in
 		.comm_id = comm_id, .count = IB_MSGS, .deadline_ms = 30000, .wait_close = true
 	};
 	static char log[1 << 16];
+	char why[256];
 	int rebuilt = 0;
 
 	ib_env(2000, fault, qp_timeout, qps);
@@ -88,14 +89,7 @@ static void hidden_fault(const char *name, const char *fault, int qp_timeout, in
 		     chaos_ms(0, pair.sh->side[CHAOS_SENDER].max_gap_ns));
 	cr_expect_geq(rebuilt, 2, "the fault did not make both sides rebuild their QPs");
 	cr_expect_eq(atomic_load(&pair.sh->sent_total), IB_MSGS);
-	atomic_store(&pair.sh->close_now, 1);
-	for (int r = 0; r < 2; r++) {
-		int code = -1;
-
-		cr_expect_eq(chaos_wait_child(&pair, r, 3000, &code), 0, "%s did not exit",
-			     chaos_role_name(r));
-		cr_expect_eq(code, 0, "%s exit code %d", chaos_role_name(r), code);
-	}
+	cr_expect_eq(chaos_pair_finish(&pair, 3000, why, sizeof(why)), 0, "%s", why);
 }
 
 /* Every QP of each process fails at once (retry exceeded on what was in flight, the rest

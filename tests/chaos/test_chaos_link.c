@@ -183,6 +183,7 @@ static void reset_mid_stream(const char *name, enum reset_how how, uint64_t comm
 	};
 	struct chaos_flow flows[8], *ctrl, *data;
 	static char log[1 << 16];
+	char why[256];
 	int64_t t_fault, t_injected, t_rebuilt;
 	long at;
 	uint16_t port;
@@ -222,14 +223,7 @@ static void reset_mid_stream(const char *name, enum reset_how how, uint64_t comm
 			     log);
 	}
 	cr_expect_eq(atomic_load(&pair.sh->sent_total), RESET_MSGS);
-	atomic_store(&pair.sh->close_now, 1);
-	for (int r = 0; r < 2; r++) {
-		int code = -1;
-
-		cr_expect_eq(chaos_wait_child(&pair, r, 3000, &code), 0, "%s did not exit",
-			     chaos_role_name(r));
-		cr_expect_eq(code, 0, "%s exit code %d", chaos_role_name(r), code);
-	}
+	cr_expect_eq(chaos_pair_finish(&pair, 3000, why, sizeof(why)), 0, "%s", why);
 }
 
 Test(chaos_link, reset_data_socket)

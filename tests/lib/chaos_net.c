@@ -180,6 +180,26 @@ int chaos_wait_test_err(struct chaos_pair *p, enum chaos_role role, int timeout_
 	return chaos_wait(p, role, timeout_ms, chaos_cond_test_err, 0);
 }
 
+int chaos_pair_finish(struct chaos_pair *p, int timeout_ms, char *why, size_t len)
+{
+	int bad = 0;
+
+	why[0] = '\0';
+	atomic_store(&p->sh->close_now, 1);
+	for (int r = 0; r < 2; r++) {
+		int code = -1;
+
+		if (chaos_wait_child(p, (enum chaos_role)r, timeout_ms, &code) != 0 || code != 0) {
+			size_t n = strlen(why);
+
+			snprintf(why + n, len - n, "%s exit code %d; ",
+				 chaos_role_name((enum chaos_role)r), code);
+			bad = 1;
+		}
+	}
+	return bad ? -1 : 0;
+}
+
 int chaos_wait_child(struct chaos_pair *p, enum chaos_role role, int timeout_ms, int *code)
 {
 	int st = 0;

@@ -122,6 +122,9 @@ int chaos_wait_err(struct chaos_pair *p, enum chaos_role role, int timeout_ms);
 int chaos_wait_test_err(struct chaos_pair *p, enum chaos_role role, int timeout_ms);
 /* Waits until the @role child exits; *code gets its exit code (-1 for a signal). 0 or -1. */
 int chaos_wait_child(struct chaos_pair *p, enum chaos_role role, int timeout_ms, int *code);
+/* Sets close_now and waits up to @timeout_ms for both children to exit. 0 when both exited
+ * with status 0; -1 with what went wrong in @why otherwise. */
+int chaos_pair_finish(struct chaos_pair *p, int timeout_ms, char *why, size_t len);
 
 /* The @role child's stderr so far. */
 size_t chaos_pair_stderr(struct chaos_pair *p, enum chaos_role role, char *buf, size_t len);

@@ -229,6 +229,21 @@ void ib_dev_poll_events(struct ib_dev *d)
 	}
 }
 
+/* Room for one more entry in @d's table; 0 or -ENOMEM. Caller holds d->mr_lock. */
+static int mr_table_room(struct ib_dev *d)
+{
+	if (d->nmrs < d->cap_mrs)
+		return 0;
+	int cap = d->cap_mrs ? 2 * d->cap_mrs : 32;
+	struct ib_mr_entry *m = realloc(d->mrs, sizeof(*m) * (size_t)cap);
+
+	if (!m)
+		return -ENOMEM;
+	d->mrs = m;
+	d->cap_mrs = cap;
+	return 0;
+}
+
 int ib_mr_get(struct ib_dev *d, void *data, size_t size, struct ibv_mr **out)
 {
 	long page = sysconf(_SC_PAGESIZE);
@@ -247,16 +262,9 @@ int ib_mr_get(struct ib_dev *d, void *data, size_t size, struct ibv_mr **out)
 			goto out;
 		}
 	}
-	if (d->nmrs == d->cap_mrs) {
-		int cap = d->cap_mrs ? 2 * d->cap_mrs : 32;
-		struct ib_mr_entry *m = realloc(d->mrs, sizeof(*m) * (size_t)cap);
-
-		if (!m) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		d->mrs = m;
-		d->cap_mrs = cap;
+	if (mr_table_room(d)) {
+		rc = -ENOMEM;
+		goto out;
 	}
 	struct ibv_mr *mr = ibv.reg_mr(d->pd, (void *)start, len,
 				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
@@ -295,19 +303,9 @@ int ib_mr_track(struct ib_dev *d, struct ibv_mr *mr)
 	int rc = 0;
 
 	pthread_mutex_lock(&d->mr_lock);
-	if (d->nmrs == d->cap_mrs) {
-		int cap = d->cap_mrs ? 2 * d->cap_mrs : 32;
-		struct ib_mr_entry *m = realloc(d->mrs, sizeof(*m) * (size_t)cap);
-
-		if (!m) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		d->mrs = m;
-		d->cap_mrs = cap;
-	}
-	d->mrs[d->nmrs++] = (struct ib_mr_entry){ .refs = 1, .mr = mr };
-out:
+	rc = mr_table_room(d);
+	if (!rc)
+		d->mrs[d->nmrs++] = (struct ib_mr_entry){ .refs = 1, .mr = mr };
 	pthread_mutex_unlock(&d->mr_lock);
 	return rc;
 }
