@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,29 @@ static int dp_listen(struct dp *dp)
 	return rc < 0 || (size_t)rc >= sizeof(dp->addr) ? -ENAMETOOLONG : 0;
 }
 
+/* Frames over the ib transport when FTCC_TRANSPORT picks it (as for the net plug-in), else over
+ * the TCP connections themselves (dp keeps its own sockets rather than the tcp transport's:
+ * fewer copies and threads). 0 or -ENODEV (ib forced and not there: warned). */
+static int dp_pick_transport(struct dp *dp)
+{
+	const struct ftcc_transport_ops *t = ftcc_transport_pick();
+	int rc;
+
+	if (!t)
+		return -ENODEV;
+	if (strcmp(t->name, "tcp") == 0)
+		return 0;
+	rc = t->init();
+	if (rc) {
+		ftcc_warn("dp: transport %s did not start: %s", t->name, strerror(-rc));
+		return rc;
+	}
+	dp->xt = t;
+	dp->xctx.comm_id = dp->cfg.group_id;
+	dp->xctx.incarnation = dp->cfg.incarnation;
+	return 0;
+}
+
 int dp_create(const struct dp_cfg *cfg, struct dp **out)
 {
 	struct dp *dp;
@@ -156,6 +180,9 @@ int dp_create(const struct dp_cfg *cfg, struct dp **out)
 		dp->cut_ns = (f / 2 > 20 ? f / 2 : 20) * 1000000;
 		dp->nop_ns = dp->cut_ns / 2;
 	}
+	rc = dp_pick_transport(dp);
+	if (rc)
+		goto free_dp;
 	rc = dp_bind_addr(cfg, &dp->self_sa, &dp->self_salen);
 	if (rc) {
 		ftcc_warn("dp: no address to listen on (%s): %s",
@@ -172,8 +199,8 @@ int dp_create(const struct dp_cfg *cfg, struct dp **out)
 		rc = -errno;
 		goto close_listen;
 	}
-	ftcc_info("dp: member %u incarnation %llu listening on %s", cfg->self_id,
-		  (unsigned long long)cfg->incarnation, dp->addr);
+	ftcc_info("dp: member %u incarnation %llu listening on %s, frames over %s", cfg->self_id,
+		  (unsigned long long)cfg->incarnation, dp->addr, dp->xt ? dp->xt->name : "tcp");
 	*out = dp;
 	return 0;
 
@@ -181,6 +208,8 @@ close_listen:
 	if (dp->lfd >= 0)
 		close(dp->lfd);
 free_dp:
+	if (dp->xt)
+		dp->xt->fini();
 	free(dp);
 	return rc;
 }
@@ -360,6 +389,8 @@ static int dp_pass(struct dp *dp, struct dp_call *call)
 		if (rc)
 			return rc;
 	}
+	if (dp->nxport)
+		dp_xport_idle(dp);
 	dp->pass++;
 	if (dp_mark_wants(dp, call) == 0) {
 		if (dp->ntails)
@@ -437,9 +468,12 @@ static int dp_peek_others(struct dp *dp, struct dp_call *call, int np)
 		struct dp_peer_ent *pe;
 		int rc;
 
-		if (i == UINT32_MAX || !(dp->pfd[k].revents & (POLLIN | POLLHUP | POLLERR)))
+		if (i == UINT32_MAX)
 			continue;
 		pe = &dp->peers[i];
+		if (!(dp->pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    !(pe->conn && pe->conn->xs))
+			continue; /* a stream's data never shows on its socket */
 		if (!dp_conn_peekable(pe) || pe->conn->fd != dp->pfd[k].fd)
 			continue;
 		rc = dp_conn_peek(dp, pe, i, call);
@@ -502,14 +536,23 @@ static int dp_wait(struct dp *dp, struct dp_call *call, int64_t wait_ns)
 		return -ENOMEM;
 	if (wait_ns > dp->nop_ns / 2)
 		wait_ns = dp->nop_ns / 2; /* the watch above runs again by then */
+	if (dp->xt && wait_ns > DPX_POLL_NS)
+		wait_ns = DPX_POLL_NS; /* streams move where poll() cannot see */
 	if (wait_ns < 0)
 		wait_ns = 0;
-	rc = poll(dp->pfd, (nfds_t)np, (int)((wait_ns + 999999) / 1000000));
+	if (dp->xt) {
+		struct timespec ts = { .tv_sec = wait_ns / 1000000000,
+				       .tv_nsec = wait_ns % 1000000000 };
+
+		rc = ppoll(dp->pfd, (nfds_t)np, &ts, NULL);
+	} else {
+		rc = poll(dp->pfd, (nfds_t)np, (int)((wait_ns + 999999) / 1000000));
+	}
 	if (rc < 0 && errno != EINTR) {
 		ftcc_warn("dp: poll failed: %m");
 		return -errno;
 	}
-	return rc > 0 ? dp_peek_others(dp, call, np) : 0;
+	return rc > 0 || dp->xt ? dp_peek_others(dp, call, np) : 0;
 }
 
 int dp_progress(struct dp *dp, struct dp_xfer *x, int n, int wait_ms, uint32_t *bad_peer)
@@ -531,7 +574,7 @@ int dp_progress(struct dp *dp, struct dp_xfer *x, int n, int wait_ms, uint32_t *
 	dp->gen++;
 	start = dp_now_ns();
 	deadline = start + (int64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000;
-	spin_end = start + DP_SPIN_NS;
+	spin_end = start + (dp->xt ? DPX_SPIN_NS : DP_SPIN_NS);
 	for (;;) {
 		rc = dp_pass(dp, &call);
 		if (rc < 0)
@@ -546,8 +589,11 @@ int dp_progress(struct dp *dp, struct dp_xfer *x, int n, int wait_ms, uint32_t *
 
 		if (now >= deadline)
 			return 0;
-		if (now < spin_end)
+		if (now < spin_end) {
+			if (dp->xt)
+				sched_yield(); /* the transport's threads may be what moves it */
 			continue;
+		}
 		rc = dp_wait(dp, &call, deadline - now);
 		if (rc)
 			return rc;
@@ -664,6 +710,8 @@ void dp_destroy(struct dp *dp)
 		close(dp->lfd);
 	if (dp->wake >= 0)
 		close(dp->wake);
+	if (dp->xt)
+		dp->xt->fini();
 	free(dp->peers);
 	free(dp->xpeer);
 	free(dp->pfd);

@@ -87,6 +87,7 @@ void dp_conn_free(struct dp *dp, struct dp_conn *c)
 		free(c->tail);
 		dp->ntails--;
 	}
+	dpx_free(dp, c);
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c);
@@ -143,9 +144,13 @@ static int pending_adopt(struct dp *dp, uint32_t i, struct dp_peer_ent *pe, stru
 		pending_drop(dp, i, 1);
 		return 0;
 	}
-	pending_drop(dp, i, 0);
 	c->hout_off = DP_HELLO_SIZE;
 	c->state = DPC_READY;
+	if (dp->xt && dpx_start(dp, c, dp_now_ns())) {
+		pending_drop(dp, i, 1);
+		return 0; /* logged; the peer's connector tries again */
+	}
+	pending_drop(dp, i, 0);
 	pe->conn = c;
 	pe->down_ns = 0;
 	pe->stall_ns = 0;
@@ -335,6 +340,7 @@ static int setup_retry(struct dp *dp, struct dp_peer_ent *pe, const char *what, 
 {
 	struct dp_conn *c = pe->conn;
 
+	dpx_free(dp, c);
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
@@ -354,7 +360,7 @@ static int setup_local(struct dp *dp, struct dp_peer_ent *pe, const char *what, 
 {
 	struct dp_conn *c = pe->conn;
 
-	(void)dp;
+	dpx_free(dp, c);
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
@@ -389,6 +395,42 @@ static int setup_connect(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 	}
 	c->state = DPC_HELLO;
 	return 0;
+}
+
+static int setup_up(struct dp *dp, struct dp_peer_ent *pe, int64_t now);
+
+/* Moves @pe's stream set-up (either side). 1 when ready, 0 not yet; a failure is a failed
+ * attempt: the connector retries with back-off, the acceptor drops its side (the connector's
+ * next attempt replaces it) and the next call that wants the peer fails with -EPIPE. */
+static int setup_xport(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
+{
+	int rc = dpx_step(dp, pe->conn, now);
+
+	if (rc > 0)
+		return dp->cfg.self_id < pe->id ? setup_up(dp, pe, now) : 1;
+	if (rc == 0)
+		return 0;
+	if (dp->cfg.self_id < pe->id)
+		return setup_retry(dp, pe, "transport connection", -rc, now);
+	ftcc_info("dp: transport connection with member %u failed: %s", pe->id, strerror(-rc));
+	dp_conn_broken(dp, pe, "transport connection failed");
+	/* Evidence from this end too, as a send failing on a socket would give: the call that
+	 * wants the peer (this one or the next) fails with -EPIPE, and the membership hears of
+	 * the link from both ends, not only as the connector's "unreachable" half a timeout on. */
+	pe->broke_idle = 1;
+	return 0;
+}
+
+void dp_xport_idle(struct dp *dp)
+{
+	int64_t now = dp_now_ns();
+
+	for (uint32_t i = 0; i < dp->npeers && dp->nxport; i++) {
+		struct dp_peer_ent *pe = &dp->peers[i];
+
+		if (pe->conn && pe->conn->state == DPC_XPORT)
+			(void)setup_xport(dp, pe, now);
+	}
 }
 
 /* Sends our HELLO and reads the reply. 1 when the connection is ready. */
@@ -430,6 +472,21 @@ static int setup_hello(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 			  (unsigned long long)pe->inc, why);
 		return setup_retry(dp, pe, why, 0, now);
 	}
+	if (dp->xt) {
+		int rc = dpx_start(dp, c, now);
+
+		if (rc)
+			return setup_local(dp, pe, "transport listen", -rc);
+		return setup_xport(dp, pe, now);
+	}
+	return setup_up(dp, pe, now);
+}
+
+/* The connection to @pe is ready (the HELLOs, and the stream when there is one). 1. */
+static int setup_up(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
+{
+	struct dp_conn *c = pe->conn;
+
 	c->state = DPC_READY;
 	c->backoff_ms = DP_BACKOFF_MIN_MS;
 	pe->down_ns = 0;
@@ -452,6 +509,8 @@ int dp_conn_setup(struct dp *dp, struct dp_peer_ent *pe)
 		return 0; /* the lower id connects to us */
 	now = dp_now_ns();
 	setup_wanted(dp, pe, now);
+	if (c && c->state == DPC_XPORT)
+		return setup_xport(dp, pe, now);
 	if (!c) {
 		c = calloc(1, sizeof(*c));
 		if (!c)
@@ -511,6 +570,8 @@ int dp_conn_watch(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 		if (dp_tail_set(dp, c, nop, sizeof(nop), NULL, 0) == 0 && dp_tail_flush(dp, c) < 0)
 			return -EPIPE;
 	}
+	if (c->xs)
+		return dpx_watch(c, now, dp->cut_ns);
 	if (now - pe->check_ns < dp->nop_ns / 2)
 		return 0;
 	pe->check_ns = now;
@@ -546,7 +607,11 @@ short dp_conn_events(const struct dp *dp, const struct dp_peer_ent *pe)
 		return POLLOUT;
 	case DPC_HELLO:
 		return c->hout_off < DP_HELLO_SIZE ? POLLOUT : POLLIN;
+	case DPC_XPORT:
+		return POLLIN;
 	case DPC_READY:
+		if (c->xs)
+			return POLLIN; /* its end; the stream is polled (DPX_POLL_NS) */
 		if (pe->want_tx || c->tail)
 			ev |= POLLOUT;
 		if (pe->want_rx && !(c->rx_mode == DPR_WAIT && c->rx_blocked))

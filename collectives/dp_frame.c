@@ -70,7 +70,7 @@ int dp_tail_set(struct dp *dp, struct dp_conn *c, const void *hdr, size_t len, c
 int dp_tail_flush(struct dp *dp, struct dp_conn *c)
 {
 	while (c->tail && c->tail_off < c->tail_len) {
-		ssize_t n = ftcc_sys_send(c->fd, c->tail + c->tail_off, c->tail_len - c->tail_off);
+		ssize_t n = dp_io_send(c, c->tail + c->tail_off, c->tail_len - c->tail_off);
 
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -218,7 +218,7 @@ static int conn_tx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct 
 		}
 		for (int v = 0; v < niov; v++)
 			want += iov[v].iov_len;
-		n = ftcc_sys_sendv(c->fd, iov, niov);
+		n = dp_io_sendv(c, iov, niov);
 		if (n < 0)
 			return would_block() ? 0 : io_error(pe, n, "send");
 		c->used |= n > 0;
@@ -356,7 +356,7 @@ static int conn_rx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct 
 			return 0;
 		switch (c->rx_mode) {
 		case DPR_HDR:
-			n = ftcc_sys_recv(c->fd, c->rhdr + c->rhdr_off, DP_FRAME_HDR - c->rhdr_off);
+			n = dp_io_recv(c, c->rhdr + c->rhdr_off, DP_FRAME_HDR - c->rhdr_off);
 			if (n < 0 && would_block())
 				return 0;
 			if (n <= 0)
@@ -382,8 +382,8 @@ static int conn_rx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct 
 			continue;
 		case DPR_BODY:
 			if (c->rx_off < c->rx_len) {
-				n = ftcc_sys_recv(c->fd, (uint8_t *)c->rx_buf + c->rx_off,
-						  c->rx_len - c->rx_off);
+				n = dp_io_recv(c, (uint8_t *)c->rx_buf + c->rx_off,
+					       c->rx_len - c->rx_off);
 				if (n < 0 && would_block())
 					return 0;
 				if (n <= 0)
@@ -407,8 +407,7 @@ static int conn_rx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct 
 				c->rx_mode = DPR_HDR;
 				continue;
 			}
-			n = ftcc_sys_recv(c->fd, dp->scratch,
-					  left < DP_SCRATCH ? left : DP_SCRATCH);
+			n = dp_io_recv(c, dp->scratch, left < DP_SCRATCH ? left : DP_SCRATCH);
 			if (n < 0 && would_block())
 				return 0;
 			if (n <= 0)

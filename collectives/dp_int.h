@@ -11,8 +11,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "ftcc/dp.h"
+#include "ftcc/transport.h"
 
 /* HELLO, 40 bytes little-endian: magic "FTDP"(4) version(2) reserved(2) group(8) from id(4)
  * to id(4) from incarnation(8) to incarnation(8). Version 2: frame headers carry the shape. */
@@ -34,12 +36,21 @@
 #define DP_RX_BUDGET (8u << 20) /* payload bytes read from one connection per pass */
 #define DP_IOV_FRAMES 8		/* frames gathered into one writev */
 
+/* Streams over a transport of the ops table (dp_xport.c). */
+#define DPX_SLOTS 8		/* messages in flight each way per connection */
+#define DPX_SLOT (256u << 10)	/* bytes per message at most */
+#define DPX_TAG 0x4450		/* the tag every message of a stream carries */
+#define DPX_SPIN_NS 200000	/* busy retries (yielding) before a sleep */
+#define DPX_POLL_NS 100000	/* longest sleep while streams may have moved */
+#define DPX_FD_CHECK_NS 1000000 /* how often the idle TCP connection is looked at */
+
 enum dp_conn_state {
 	DPC_BACKOFF = 1, /* connector: no socket, retrying at @retry_ns */
 	DPC_CONNECTING,	 /* connector: non-blocking connect in flight */
 	DPC_HELLO,	 /* connector: sending our HELLO / reading the reply */
 	DPC_ACCEPTED,	 /* acceptor: reading the peer's HELLO */
 	DPC_UNKNOWN,	 /* acceptor: valid HELLO from a member the epoch does not name yet */
+	DPC_XPORT,	 /* either side: HELLOs done, transport handles being exchanged */
 	DPC_READY,	 /* frames flow */
 };
 
@@ -48,6 +59,28 @@ enum dp_rx_mode {
 	DPR_WAIT,    /* header read, no receive posted for it yet; socket not read */
 	DPR_BODY,    /* payload going into @rx_buf */
 	DPR_DROP,    /* stale payload being drained */
+};
+
+/* A byte stream over a pair of transport connections (one each way), after the handles were
+ * exchanged on the TCP connection. Send ring: slots [s_done, s_post) are posted (a message
+ * each). Receive ring: slots [r_head, r_post) have a receive posted; r_head's message, once
+ * complete (r_have), is read out from r_off. */
+struct dp_xs {
+	struct ftcc_listen *l;
+	struct ftcc_conn *sc, *rc;
+	uint8_t hout[FTCC_HANDLE_SIZE], hin[FTCC_HANDLE_SIZE];
+	uint32_t hout_off, hin_off;
+	uint8_t *sbuf, *rbuf;
+	void *smh, *rmh;
+	uint64_t s_done, s_post;
+	int64_t s_ns[DPX_SLOTS]; /* when each posted message was posted */
+	struct ftcc_req *s_req[DPX_SLOTS];
+	uint64_t r_head, r_post;
+	struct ftcc_req *r_req[DPX_SLOTS];
+	size_t r_len, r_off;
+	int r_have;
+	int err;	     /* sticky: the transport's error, or the TCP connection's end */
+	int64_t fd_check_ns; /* the TCP connection was last looked at */
 };
 
 /* One TCP connection with one peer (or a not yet identified accepted socket). Owned by the
@@ -85,6 +118,7 @@ struct dp_conn {
 	/* bytes owned by dp that go before any frame: the rest of an abandoned frame, or a NOP */
 	uint8_t *tail;
 	size_t tail_len, tail_off;
+	struct dp_xs *xs; /* frames go over a transport (DPC_XPORT, DPC_READY); NULL: the socket */
 };
 
 /* One member of the current epoch. */
@@ -133,6 +167,10 @@ struct dp {
 		uint32_t peer;
 		uint64_t seq, theirs, ours;
 	} mm;
+	/* frames over a transport (FTCC_TRANSPORT picked ib), NULL: over the TCP connections */
+	const struct ftcc_transport_ops *xt;
+	struct ftcc_tctx xctx;
+	uint32_t nxport; /* connections in DPC_XPORT */
 	uint8_t scratch[DP_SCRATCH];
 };
 
@@ -205,5 +243,29 @@ short dp_conn_events(const struct dp *dp, const struct dp_peer_ent *pe);
 int dp_conn_peek(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_call *call);
 /* Whether dp_conn_peek() has something to read on @pe's connection (poll for POLLIN). */
 int dp_conn_peekable(const struct dp_peer_ent *pe);
+
+/* Streams over a transport (dp_xport.c). */
+
+/* Starts the handle exchange of @c (HELLOs done): listens and sends the handle. DPC_XPORT, 0,
+ * or -errno (a local failure; @c unchanged). */
+int dpx_start(struct dp *dp, struct dp_conn *c, int64_t now);
+/* Moves @c's handle exchange and transport connections on. 1 when the stream is up (@c is
+ * DPC_READY), 0 not yet, or -errno (-ETIMEDOUT past c->deadline_ns). */
+int dpx_step(struct dp *dp, struct dp_conn *c, int64_t now);
+/* Moves every connection in DPC_XPORT on, wanted by the call or not: the peer waits on this
+ * side's accept as much as on its own. */
+void dp_xport_idle(struct dp *dp);
+/* Liveness of @c's stream while a call waits on it: a message the transport has not had
+ * acknowledged for @cut_ns (the peer's HCA answers whatever its process does, as a kernel
+ * acknowledges what its process has not read) means a cut or a dead host. 0 or -EPIPE. */
+int dpx_watch(struct dp_conn *c, int64_t now, int64_t cut_ns);
+/* Closes @c's transport connections and frees its stream. */
+void dpx_free(struct dp *dp, struct dp_conn *c);
+
+/* I/O on a ready connection, over its stream or its socket: as send(2), writev(2), recv(2)
+ * (non-blocking, -1 with errno; a stream never returns 0). */
+ssize_t dp_io_send(struct dp_conn *c, const void *buf, size_t len);
+ssize_t dp_io_sendv(struct dp_conn *c, const struct iovec *iov, int n);
+ssize_t dp_io_recv(struct dp_conn *c, void *buf, size_t len);
 
 #endif

@@ -221,25 +221,42 @@ ncclResult_t collnet_get_properties(int dev, ncclNetProperties_v11_t *props)
 
 /* ---- listen ---------------------------------------------------------------------------- */
 
-/* The address of device @dev (by its name), port 0, into @ss. 0 or -errno. */
+/* The address of device @dev, port 0, into @ss: the interface of the same name (tcp), else the
+ * one on the same PCI device (an HCA's IPoIB or RoCE netdev), else the first interface
+ * FTCC_SOCKET_IFNAME lets through (an HCA whose netdev the filter leaves out: the rendezvous
+ * then runs there, as NCCL's bootstrap does). 0 or -errno. */
 static int cn_dev_addr(int dev, struct sockaddr_storage *ss, socklen_t *len)
 {
 	struct tcp_dev devs[TCP_DEV_MAX];
 	ncclNetProperties_v11_t p;
-	int n;
+	int n, pick = -1;
 
 	if (plugin_get_properties(dev, &p) != ncclSuccess || !p.name)
 		return -EINVAL;
 	n = tcp_dev_discover(devs, TCP_DEV_MAX);
-	for (int i = 0; i < n; i++) {
-		if (strcmp(devs[i].name, p.name) == 0) {
-			*ss = devs[i].addr;
-			*len = devs[i].addr_len;
-			return 0;
-		}
+	for (int i = 0; i < n && pick < 0; i++) {
+		if (strcmp(devs[i].name, p.name) == 0)
+			pick = i;
 	}
-	ftcc_warn("CollNet listen: device %d (%s) has no address any more", dev, p.name);
-	return n < 0 ? n : -ENODEV;
+	const struct ftcc_transport_ops *t = plugin_transport();
+	int hca = t && strcmp(t->name, "tcp") != 0; /* a tcp device that vanished has no stand-in */
+
+	for (int i = 0; i < n && pick < 0 && hca && p.pciPath && p.pciPath[0]; i++) {
+		if (strcmp(devs[i].pci_path, p.pciPath) == 0)
+			pick = i;
+	}
+	if (pick < 0 && n > 0 && hca) {
+		pick = 0;
+		ftcc_info("CollNet listen: device %d (%s) has no interface of its own; using %s",
+			  dev, p.name, devs[0].name);
+	}
+	if (pick < 0) {
+		ftcc_warn("CollNet listen: device %d (%s) has no address any more", dev, p.name);
+		return n < 0 ? n : -ENODEV;
+	}
+	*ss = devs[pick].addr;
+	*len = devs[pick].addr_len;
+	return 0;
 }
 
 ncclResult_t collnet_listen(void *ctx, int dev, void *handle, void **listen_comm)

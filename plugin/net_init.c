@@ -137,42 +137,6 @@ static uint64_t plugin_random64(void)
 	return v ? v : 1;
 }
 
-/* The transport FTCC_TRANSPORT names: tcp, ib, or (auto) ib when it finds an active HCA port
- * and tcp otherwise, as NCCL prefers its IB transport to sockets. A forced ib without a port is
- * an error, not a quiet fallback. Caller holds plugin_lock. */
-static const struct ftcc_transport_ops *plugin_pick_transport(void)
-{
-	const char *want = ftcc_setting_str(FTCC_SET_TRANSPORT);
-	const struct ftcc_transport_ops *ib = ftcc_transport_get("ib");
-	const struct ftcc_transport_ops *tcp = ftcc_transport_get("tcp");
-	int n = 0;
-
-	if (strcmp(want, "tcp") == 0)
-		return tcp;
-	if (!ib) {
-		if (strcmp(want, "ib") == 0) {
-			ftcc_warn("init failed: FTCC_TRANSPORT=ib, but this build has no "
-				  "InfiniBand transport (built without libibverbs-dev)");
-			return NULL;
-		}
-		return tcp;
-	}
-	/* A reference held across the ctx's own init keeps the devices discovered once. */
-	if (ib->init() == 0) {
-		ib->devices(&n);
-		ib->fini();
-	}
-	if (n > 0)
-		return ib;
-	if (strcmp(want, "ib") == 0) {
-		ftcc_warn("init failed: FTCC_TRANSPORT=ib, but no active InfiniBand or RoCE port "
-			  "was found (libibverbs missing, no HCA, ports down or excluded by "
-			  "FTCC_IB_HCA)");
-		return NULL;
-	}
-	return tcp;
-}
-
 /* Creates a ctx and takes its transport reference. The first ctx (re)reads the settings so a
  * bad FTCC_* value fails init loudly. Caller holds plugin_lock. */
 static int plugin_ctx_create(uint64_t comm_id, int traffic_class, struct plugin_ctx **out)
@@ -190,7 +154,7 @@ static int plugin_ctx_create(uint64_t comm_id, int traffic_class, struct plugin_
 	}
 	const struct ftcc_transport_ops *ops = plugin_refs ? atomic_load(&plugin_ops) : NULL;
 	if (!ops)
-		ops = plugin_pick_transport();
+		ops = ftcc_transport_pick();
 	if (!ops)
 		return -ENODEV;
 	struct plugin_ctx *ctx = calloc(1, sizeof(*ctx));

@@ -4,7 +4,7 @@
 #
 #   (a) build/       Release, -Werror: unit, abi, chaos tests; fuzz replays; exported symbols;
 #                    no link-time hwloc/verbs/CUDA/NCCL; clang-format; README settings table;
-#                    the net tests again over ib (the verbs emulator)
+#                    the net, allreduce and CollNet tests again over ib (the verbs emulator)
 #   (b) build-asan/  gcc with address,undefined sanitizers: every test binary again
 #   (c) build-fuzz/  clang with libFuzzer: each fuzz target for FTCC_FUZZ_SECONDS
 #
@@ -86,13 +86,16 @@ run_tests() {
 	run_replays "$dir"
 }
 
-# run_ib_tests DIR: the net plug-in's ABI tests and its process, listener and side-channel link
-# faults again over the ib transport, on the verbs emulator built in DIR/ibemu (chaos_ib, in
-# the chaos run above, already forces ib). reset_by_nft_reject is left out: its fault rejects
-# the TCP segments of the busiest flow, and over ib the side channel's flows carry too little
-# to be hit.
+# run_ib_tests DIR: the same tests again over the ib transport, on the verbs emulator built in
+# DIR/ibemu (chaos_ib, in the chaos run above, already forces ib): the net plug-in's ABI tests
+# and its process, listener and side-channel link faults; the engine's allreduce tests (mproc)
+# and its crash and live faults, whose frames then travel over ib, and CollNet's. The tests cut
+# the emulated fabric where they cut an IP with nftables. reset_by_nft_reject is left out: its
+# fault rejects the TCP segments of the busiest flow, and over ib the side channel's flows carry
+# too little to be hit. The soaks run over tcp only, and the live faults over ib in the Release
+# build only (the sanitizers see the same ib code in the others).
 run_ib_tests() {
-	local dir=$1
+	local dir=$1 faults='ft_kill|ft_freeze|ft_cut|ft_join|ft_degraded|ft_abort|collnet_chaos'
 	if [ ! -d "$dir/ibemu" ]; then
 		skip "$dir: tests over ib" "built without the ib transport (libibverbs-dev); NOT run"
 		return
@@ -103,11 +106,21 @@ run_ib_tests() {
 	if [ "$dir" = build ]; then
 		step "$dir: net ABI tests without libibverbs" env FTCC_TEST_TRANSPORT=no-verbs \
 			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_abi" --filter 'net_v*/*'
+		faults="$faults|live"
+	fi
+	step "$dir: CollNet ABI tests over ib" env FTCC_TEST_TRANSPORT=ib \
+		timeout -k 30 "$TEST_TIMEOUT" "$dir/test_abi" --filter 'collnet*/*'
+	if [ -x "$dir/test_mproc" ]; then
+		step "$dir: allreduce tests over ib" env FTCC_TEST_TRANSPORT=ib \
+			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_mproc" --jobs 1
 	fi
 	if [ -x "$dir/test_chaos" ] && [ "$(id -u)" -eq 0 ]; then
 		step "$dir: net process and link faults over ib" env FTCC_TEST_TRANSPORT=ib \
 			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_chaos" --jobs 1 \
 			--filter '@(chaos_proc|chaos_listen|chaos_link)/!(reset_by_nft_reject)'
+		step "$dir: allreduce and CollNet faults over ib" env FTCC_TEST_TRANSPORT=ib \
+			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_chaos" --jobs 1 \
+			--filter "@($faults)/!(soak*)"
 	fi
 }
 

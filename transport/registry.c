@@ -6,6 +6,8 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "ftcc/log.h"
+#include "ftcc/settings.h"
 #include "ftcc/transport.h"
 
 extern const struct ftcc_transport_ops tcp_ops;
@@ -174,4 +176,36 @@ const struct ftcc_transport_ops *ftcc_transport_get(const char *name)
 	}
 #endif
 	return NULL;
+}
+
+const struct ftcc_transport_ops *ftcc_transport_pick(void)
+{
+	const char *want = ftcc_setting_str(FTCC_SET_TRANSPORT);
+	const struct ftcc_transport_ops *ib = ftcc_transport_get("ib");
+	const struct ftcc_transport_ops *tcp = ftcc_transport_get("tcp");
+	int n = 0;
+
+	if (strcmp(want, "tcp") == 0)
+		return tcp;
+	if (!ib) {
+		if (strcmp(want, "ib") == 0) {
+			ftcc_warn("FTCC_TRANSPORT=ib, but this build has no InfiniBand transport "
+				  "(built without libibverbs-dev)");
+			return NULL;
+		}
+		return tcp;
+	}
+	/* A reference held across the caller's own init keeps the devices discovered once. */
+	if (ib->init() == 0) {
+		ib->devices(&n);
+		ib->fini();
+	}
+	if (n > 0)
+		return ib;
+	if (strcmp(want, "ib") == 0) {
+		ftcc_warn("FTCC_TRANSPORT=ib, but no active InfiniBand or RoCE port was found "
+			  "(libibverbs missing, no HCA, ports down or excluded by FTCC_IB_HCA)");
+		return NULL;
+	}
+	return tcp;
 }

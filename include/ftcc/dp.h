@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Data plane of the allreduce engine: one TCP connection per pair of members of a group,
+/* Data plane of the allreduce engine: one connection per pair of members of a group,
  * carrying tagged frames (header + payload) that the engine's algorithms post as transfer
  * lists and progress together, so a send and a receive (or many) never deadlock on full
  * socket buffers.
@@ -28,6 +28,14 @@
  * -EHOSTUNREACH; the membership decides what that means. A sender that abandons a frame it had
  * half written hands the rest to the data plane, which finishes it (a copy) before anything
  * else on that connection.
+ *
+ * Over ib. When FTCC_TRANSPORT picks the ib transport (ftcc_transport_pick()), the TCP
+ * connection and its HELLO stay, and the frames then travel over a pair of connections of that
+ * transport set up through it (dp_xport.c): a byte stream of copies through registered slots,
+ * so everything above holds unchanged, a frame's buffers being the caller's again as soon as dp
+ * has taken its bytes. The transport hides transient faults and fails a dead or silent peer; a
+ * message it keeps unacknowledged for half the failure timeout counts as broken, as unacknowledged
+ * data on a socket does. See README "InfiniBand and RoCE".
  *
  * Op shapes. A transfer may carry its op's shape (struct dp_xfer.shape: an opaque nonzero word
  * the caller derives from the op's count, type and operator; 0: unchecked), which every frame

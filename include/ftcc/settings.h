@@ -54,7 +54,8 @@
 	X(STATUS_DIR, STR, "", 0, 0,                                                               \
 	  "CollNet: directory where each node publishes its group's status file; empty = none")    \
 	X(TRANSPORT, STR, "auto", 0, 0,                                                            \
-	  "net plug-in transport: auto (ib when an active HCA port exists, else tcp), ib or tcp")  \
+	  "transport of the net plug-in and the engine's data plane: auto (ib when an active "     \
+	  "HCA port exists, else tcp), ib or tcp")                                                 \
 	X(IBVERBS_LIB, STR, "", 0, 0, "libibverbs to load at run time; empty = libibverbs.so.1")   \
 	X(IB_HCA, STR, "", 0, 0,                                                                   \
 	  "HCA ports to use, as NCCL_IB_HCA: name[:port],... ^ to exclude, = for exact names")     \

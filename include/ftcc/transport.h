@@ -114,6 +114,11 @@ struct ftcc_transport_ops {
 /* Returns a registered transport by name ("tcp"), or NULL. Tables are static. */
 const struct ftcc_transport_ops *ftcc_transport_get(const char *name);
 
+/* The transport FTCC_TRANSPORT names: tcp, ib, or (auto) ib when it finds an active HCA port
+ * and tcp otherwise, as NCCL prefers its IB transport to sockets. A forced ib without a port is
+ * an error (one WARN, NULL), not a quiet fallback. Not thread-safe against itself. */
+const struct ftcc_transport_ops *ftcc_transport_pick(void);
+
 /* Copies @src into @dst, replacing every NULL op with a -EOPNOTSUPP stub. */
 void ftcc_transport_fill_stubs(struct ftcc_transport_ops *dst,
 			       const struct ftcc_transport_ops *src);

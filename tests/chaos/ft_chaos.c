@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "abi_net.h"
 #include "chaos_fault.h"
 #include "chaos_proc.h"
 
@@ -23,6 +24,7 @@ void chaos_teardown(void)
 	ft_group_end(&grp, 2000, NULL);
 	chaos_fault_cleanup();
 	chaos_proc_cleanup();
+	test_fabric_cut_clear();
 }
 
 /* 1 MiB of float32: the ring (above FTCC_RD_MAX_BYTES), long enough to die in. */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "abi_net.h"
 #include "chaos_fault.h"
 #include "chaos_proc.h"
 #include "ft_chaos.h"
@@ -120,6 +121,8 @@ static void cut(const char *name, int n, int k)
 	cr_assert_eq(ft_group_wait_op(&grp, bit(k), 5, RUN_MS), 0, "no op 5\n%s", describe());
 	t_cut = chaos_now_ns();
 	cr_assert_eq(chaos_nft_isolate_ip(table, grp.ip[k]), 0, "nft rules");
+	/* over ib, its port leaves the emulated fabric too */
+	cr_assert_eq(test_fabric_cut(ft_group_cur(&grp, k)->pid, 1), 0, "fabric cut");
 	t_in = chaos_now_ns();
 	cr_assert_eq(ft_group_wait_ended(&grp, live, FREEZE_BOUND_MS + RUN_MS), 0,
 		     "the majority did not finish\n%s", describe());
@@ -143,6 +146,7 @@ static void cut(const char *name, int n, int k)
 	cr_expect(lost_ms >= 0 && lost_ms <= LOST_BOUND_MS, "the cut member failed after %.1f ms",
 		  lost_ms);
 	cr_expect_eq(chaos_nft_delete(table), 0, "nft delete table %s", table);
+	cr_expect_eq(test_fabric_cut(ft_group_cur(&grp, k)->pid, 0), 0, "fabric mend");
 	end_group();
 }
 

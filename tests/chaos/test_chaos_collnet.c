@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "abi_net.h"
 #include "chaos_fault.h"
 #include "chaos_proc.h"
 #include "chaos_veth.h"
@@ -87,6 +88,7 @@ static void teardown(void)
 	chaos_fault_cleanup();
 	chaos_veth_cleanup();
 	chaos_proc_cleanup();
+	test_fabric_cut_clear();
 }
 
 TestSuite(collnet_chaos, .fini = teardown);
@@ -583,6 +585,8 @@ Test(collnet_chaos, cut_head2_of_3, .timeout = 30)
 	wait_inflight(all_of(3));
 	t = chaos_now_ns();
 	cr_assert_eq(chaos_nft_isolate_ip(table, veth_ip[2]), 0, "nft rules");
+	/* over ib, its port leaves the emulated fabric too */
+	cr_assert_eq(test_fabric_cut(cn_heads_head(&g, 2)->pid, 1), 0, "fabric cut");
 	t_in = chaos_now_ns();
 	expect_survived("nft cut of head 2 of 3", bit(0) | bit(1), bit(2), t, FTCC_DEGRADED_RESCALE,
 			SILENT_BOUND_MS);

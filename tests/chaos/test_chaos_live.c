@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi_net.h"
 #include "chaos_fault.h"
 #include "chaos_proc.h"
 #include "ft_chaos.h"
@@ -106,6 +107,10 @@ static int64_t live_cut(const char *name, int n, int a, int b, const char *verdi
 	t = live_at(ids_all(n), LIVE_AT);
 	h = chaos_nft_between(nft_table, grp.ip[a], grp.ip[b], keep, ctl_ports(keep), verdict);
 	cr_assert_geq(h, 0);
+	if (strcmp(verdict, "drop") == 0) /* over ib, the emulated fabric drops them as well */
+		cr_assert_eq(test_fabric_cut_way(ft_group_cur(&grp, a)->pid,
+						 ft_group_cur(&grp, b)->pid, 1),
+			     0, "fabric cut");
 	if (handle)
 		*handle = h;
 	return t;

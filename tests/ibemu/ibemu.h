@@ -153,6 +153,9 @@ struct emu_link {
 	int dead; /* socket closed; freed by the sweep (an outgoing one after retry_ns) */
 	uint16_t peer_lid;
 	uint64_t retry_ns; /* outgoing link: next connect attempt after a refusal */
+	int peer_pid;	   /* the process at the other end (SO_PEERCRED), 0 until known */
+	int cut_out;	   /* IBEMU_CUT_DIR names a cut from here to it: nothing is written */
+	uint64_t cut_ns;   /* when cut_out was last looked at */
 	/* receive side */
 	struct emu_pkt in;
 	size_t in_got;
@@ -185,6 +188,7 @@ struct emu_state {
 	int ndev;
 	char fabric[32];
 	uint64_t blackout_until_ns;
+	uint64_t cut_check_ns; /* IBEMU_CUT_DIR last looked at */
 };
 
 extern struct emu_state emu;
@@ -192,6 +196,10 @@ extern struct emu_state emu;
 /* The test hook (see ibemu_net.c); tests reach it with dlsym. */
 int ftcc_ibemu_inject(const char *what);
 void emu_inject_locked(const char *what);
+/* IBEMU_CUT_DIR: a cut of this process's port (a blackout while it lasts), checked every 10 ms
+ * by the agent; whether link @l is cut from this side now (nothing may be written on it). */
+void emu_cut_check(uint64_t now);
+int emu_link_cut(struct emu_link *l, uint64_t now);
 
 /* The port's attributes; caller holds emu.lock. */
 void emu_port_attr(struct emu_ctx *c, struct ibv_port_attr *a);

@@ -563,7 +563,7 @@ static void agent_round(struct pollfd *pfd, int npfd, uint64_t now)
 		}
 		links_connect(c, now);
 		for (struct emu_link *l = c->links; l; l = l->next) {
-			if (!l->dead)
+			if (!l->dead && !emu_link_cut(l, now))
 				link_write(l, now);
 		}
 	}
@@ -578,7 +578,10 @@ static void *agent_main(void *arg)
 	pthread_mutex_lock(&emu.lock);
 	while (emu.agent_gen == gen) {
 		uint64_t now = emu_now_ns();
-		int n = 0, busy = 0, blackout = now < emu.blackout_until_ns;
+		int n = 0, busy = 0, blackout;
+
+		emu_cut_check(now);
+		blackout = now < emu.blackout_until_ns;
 		int want = 1;
 
 		for (struct emu_ctx *c = emu.ctxs; c; c = c->next) {
@@ -602,7 +605,9 @@ static void *agent_main(void *arg)
 			for (struct emu_link *l = c->links; l && n < cap; l = l->next) {
 				if (l->dead)
 					continue;
-				short ev = (short)(POLLIN | (link_wants_out(l) ? POLLOUT : 0));
+				short ev =
+					(short)(POLLIN |
+						(link_wants_out(l) && !l->cut_out ? POLLOUT : 0));
 				pfd[n++] = (struct pollfd){ .fd = l->fd, .events = ev };
 			}
 		}
@@ -708,68 +713,5 @@ int emu_agent_start(void)
 	if (err)
 		return -err;
 	emu.agent_running = 1;
-	return 0;
-}
-
-void emu_inject_locked(const char *what)
-{
-	uint64_t now = emu_now_ns();
-
-	if (strcmp(what, "qp_error_one") == 0) {
-		for (struct emu_ctx *c = emu.ctxs; c; c = c->next) {
-			for (struct emu_qp *q = c->qps; q; q = q->next) {
-				if (q->qp.state == IBV_QPS_RTS && q->nswr) {
-					emu_qp_fail(q, IBV_WC_RETRY_EXC_ERR);
-					return;
-				}
-			}
-		}
-	} else if (strcmp(what, "qp_error") == 0) {
-		for (struct emu_ctx *c = emu.ctxs; c; c = c->next) {
-			for (struct emu_qp *q = c->qps; q; q = q->next) {
-				if (q->qp.state == IBV_QPS_RTS)
-					emu_qp_fail(q, q->nswr ? IBV_WC_RETRY_EXC_ERR :
-								 IBV_WC_SUCCESS);
-			}
-		}
-	} else if (strncmp(what, "blackout:", 9) == 0) {
-		emu.blackout_until_ns = now + (uint64_t)atol(what + 9) * 1000000ull;
-	} else if (strcmp(what, "device_fatal") == 0) {
-		for (struct emu_ctx *c = emu.ctxs; c; c = c->next) {
-			c->port_up = 0;
-			for (struct emu_qp *q = c->qps; q; q = q->next) {
-				if (q->qp.state != IBV_QPS_RESET)
-					emu_qp_fail(q, q->nswr ? IBV_WC_FATAL_ERR : IBV_WC_SUCCESS);
-			}
-			emu_ctx_async(c, IBV_EVENT_DEVICE_FATAL, NULL);
-		}
-	} else if (strcmp(what, "port_down") == 0 || strcmp(what, "port_up") == 0) {
-		int up = what[5] == 'u';
-
-		for (struct emu_ctx *c = emu.ctxs; c; c = c->next) {
-			if (c->port_up != up)
-				emu_ctx_async(c, up ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR,
-					      NULL);
-			c->port_up = up;
-		}
-	}
-}
-
-/* Test hook (not a verb): "qp_error" fails every RTS queue pair of this process as a link
- * error would (retry exceeded on the first outstanding send, flush for the rest);
- * "qp_error_one" only the first with sends outstanding; "blackout:MS"
- * stops this process's emulated wire for MS ms; "port_down" and "port_up" change the port
- * state and raise the async event; "device_fatal" kills every device of the process (its QPs
- * to ERR, its ports down, IBV_EVENT_DEVICE_FATAL). Returns 0, or EINVAL for an unknown fault. */
-EXPORT int ftcc_ibemu_inject(const char *what)
-{
-	if (!what || (strcmp(what, "qp_error") && strcmp(what, "qp_error_one") &&
-		      strncmp(what, "blackout:", 9) && strcmp(what, "port_down") &&
-		      strcmp(what, "port_up") && strcmp(what, "device_fatal")))
-		return EINVAL;
-	pthread_mutex_lock(&emu.lock);
-	emu_inject_locked(what);
-	pthread_mutex_unlock(&emu.lock);
-	emu_wake();
 	return 0;
 }

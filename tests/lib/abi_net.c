@@ -6,13 +6,16 @@
 #include "abi_net.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifndef FTCC_PLUGIN_PATH
 #error "FTCC_PLUGIN_PATH must name the built libnccl-net-ftcc.so"
@@ -349,6 +352,100 @@ void test_transport_env(void)
 	setenv("FTCC_TRANSPORT", "ib", 1);
 	setenv("FTCC_IBVERBS_LIB", "/nonexistent/libibverbs.so.1", 1);
 #endif
+}
+
+static int fabric_cut_on(void)
+{
+	const char *t = getenv("FTCC_TEST_TRANSPORT");
+
+	return t && strcmp(t, "ib") == 0;
+}
+
+static void fabric_cut_dir(char *buf, size_t len)
+{
+	snprintf(buf, len, "/tmp/ftcc-ibemu-cut.%d", (int)getpid());
+}
+
+void test_fabric_cut_clear(void)
+{
+	char dir[64], path[320];
+	DIR *d;
+	struct dirent *e;
+
+	if (!fabric_cut_on())
+		return;
+	fabric_cut_dir(dir, sizeof(dir));
+	d = opendir(dir);
+	if (!d)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+void test_fabric_cut_env(void)
+{
+	char dir[64];
+
+	if (!fabric_cut_on())
+		return;
+	test_fabric_cut_clear(); /* a cut a failed test left behind */
+	fabric_cut_dir(dir, sizeof(dir));
+	setenv("IBEMU_CUT_DIR", dir, 1);
+}
+
+const char *test_log_transport(const char *log)
+{
+	const char *t = getenv("FTCC_TEST_TRANSPORT");
+	int want_ib = t && strcmp(t, "ib") == 0;
+
+	if (!strstr(log, "listening on"))
+		return NULL; /* no data plane started, or its line scrolled out */
+	if (want_ib != (strstr(log, "frames over ib") != NULL))
+		return want_ib ? "tcp, not ib" : "ib, not tcp";
+	return NULL;
+}
+
+/* Creates (@on) or removes the cut file @name in this test process's directory. */
+static int fabric_cut_file(const char *name, int on)
+{
+	char dir[64], path[320];
+	FILE *f;
+
+	if (!fabric_cut_on())
+		return 0;
+	fabric_cut_dir(dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (!on)
+		return unlink(path) == 0 ? 0 : -errno;
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+		return -errno;
+	f = fopen(path, "w");
+	if (!f)
+		return -errno;
+	fclose(f);
+	return 0;
+}
+
+int test_fabric_cut(int pid, int on)
+{
+	char name[32];
+
+	snprintf(name, sizeof(name), "%d", pid);
+	return fabric_cut_file(name, on);
+}
+
+int test_fabric_cut_way(int from, int to, int on)
+{
+	char name[32];
+
+	snprintf(name, sizeof(name), "%d-%d", from, to);
+	return fabric_cut_file(name, on);
 }
 
 /* Entries of @path other than "." and "..". For /proc/self/fd the count includes the fd of

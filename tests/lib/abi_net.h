@@ -88,6 +88,21 @@ int abi_transport_is_ib(void);
  * runs the plug-in over the verbs emulator built in the tree; "no-verbs", the default (auto)
  * with libibverbs missing; anything else, the default. */
 void test_transport_env(void);
+/* Whether a process's log shows its engine data plane on the transport FTCC_TEST_TRANSPORT
+ * names ("frames over ib" under ib, and not otherwise): NULL when it does or says nothing, else
+ * what it used ("tcp, not ib"). A run that fell back quietly would test TCP twice. */
+const char *test_log_transport(const char *log);
+/* Cutting one process off the emulated fabric (the verbs emulator's IBEMU_CUT_DIR), where a
+ * test cuts its IP with nftables: the emulator's wire is not IP, so nftables alone would cut the
+ * control plane and leave the data path up. test_fabric_cut_env() names this test process's
+ * directory (emptied) for the processes it forks next; test_fabric_cut() cuts @pid (@on 1) or
+ * mends it (0); test_fabric_cut_clear() removes the directory. 0 or -errno; no-ops outside ib. */
+void test_fabric_cut_env(void);
+int test_fabric_cut(int pid, int on);
+/* The same one way, from process @from to process @to: the emulator at @from writes nothing to
+ * @to (RC needs both ways: the QPs at both ends time out), as nftables drops @from's packets. */
+int test_fabric_cut_way(int from, int to, int on);
+void test_fabric_cut_clear(void);
 /* Entries of /proc/self/task and /proc/self/fd: threads and open fds of this process. */
 int abi_thread_count(void);
 int abi_fd_count(void);

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "abi_net.h"
 #include "chaos_proc.h"
 #include "ftcc/reduce.h"
 #include "nccl/net_v10.h"
@@ -173,6 +174,7 @@ static void cn_env(const struct cn_heads *g, int i)
 	else
 		unsetenv("FTCC_COLLNET_MIN_NODES");
 	setenv("NCCL_DEBUG", "INFO", 1);
+	test_transport_env(); /* FTCC_TEST_TRANSPORT=ib: net and engine over the emulator */
 	if (g->o.env[i])
 		cn_setenv_pair(g->o.env[i]);
 }
@@ -586,6 +588,7 @@ failed:
 int cn_heads_start(struct cn_heads *g, int n, const struct cn_opts *o)
 {
 	memset(g, 0, sizeof(*g));
+	test_fabric_cut_env();
 	for (int i = 0; i < CN_MAX_HEADS; i++) {
 		g->errfd[i] = -1;
 		g->exit_status[i] = -1;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi_net.h"
 #include "chaos_proc.h"
 #include "ftcc/reduce.h"
 #include "ftcc/text.h"
@@ -220,6 +221,17 @@ int cn_heads_check(const struct cn_heads *g, uint32_t who, uint32_t lost, int64_
 	free(tmp);
 	if (!rc && cn_heads_epochs(g, why, len) < 0)
 		rc = -1;
+	for (int i = 0; !rc && i < g->n; i++) {
+		static char log[1 << 20];
+		const char *bad;
+
+		cn_heads_log(g, i, log, sizeof(log));
+		bad = test_log_transport(log);
+		if (bad) {
+			snprintf(why, len, "head %d moved its frames over %s", i, bad);
+			rc = -1;
+		}
+	}
 	if (nfull)
 		*nfull = full;
 	if (ndegraded)

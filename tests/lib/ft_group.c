@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "abi_net.h"
 #include "chaos_proc.h"
 #include "ftcc/reduce.h"
 
@@ -342,6 +343,7 @@ static int ft_child_main(void *arg)
 		unsetenv("FTCC_INJECT");
 	if (g->algo[0])
 		setenv("FTCC_ALGO", g->algo, 1);
+	test_transport_env(); /* FTCC_TEST_TRANSPORT=ib: frames over the verbs emulator */
 	for (int k = 0; k < g->o.nspec; k++) {
 		const struct ft_spec *sp = ft_spec_for(g, r->member, (uint64_t)k);
 		size_t b = sp->count * ftcc_dtype_size(sp->dtype);
@@ -434,6 +436,7 @@ int ft_group_start(struct ft_group *g, const char *test, int n, const struct ft_
 		return -1;
 	}
 	g->t0_ns = chaos_now_ns();
+	test_fabric_cut_env();
 	g->n = n;
 	g->o = *o;
 	memcpy(g->script, o->script, sizeof(g->script[0]) * (size_t)o->nspec);

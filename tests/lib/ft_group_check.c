@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "abi_net.h"
 #include "chaos_proc.h"
 #include "ftcc/reduce.h"
 #include "ftcc/text.h"
@@ -383,6 +384,29 @@ size_t ft_script_max_bytes(const struct ft_spec *script, int nspec)
 	return max_bytes;
 }
 
+/* Every process that completed an op moved its frames over the transport the test asked for
+ * (test_log_transport()). 0, or -1 with @why. */
+static int ft_check_transport(const struct ft_group *g, char *why, size_t len)
+{
+	static char log[1 << 20];
+
+	for (int k = 0; k < g->nruns; k++) {
+		const struct ft_run *r = &g->sh->run[k];
+		const char *bad;
+
+		if (atomic_load(&r->ndone) == 0 || g->errfd[k] < 0)
+			continue;
+		chaos_capture_read(g->errfd[k], log, sizeof(log));
+		bad = test_log_transport(log);
+		if (bad) {
+			snprintf(why, len, "member %d (run %d) moved its frames over %s", r->member,
+				 k, bad);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int ft_group_check(const struct ft_group *g, char *why, size_t len)
 {
 	size_t max_bytes = ft_script_max_bytes(g->script, g->o.nspec);
@@ -394,6 +418,8 @@ int ft_group_check(const struct ft_group *g, char *why, size_t len)
 		why[0] = '\0';
 	if (!g->sh)
 		return 0;
+	if (ft_check_transport(g, why, len))
+		return -1;
 	acc = malloc(max_bytes);
 	tmp = malloc(max_bytes);
 	if (!acc || !tmp) {
