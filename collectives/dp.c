@@ -280,8 +280,10 @@ int dp_set_peers(struct dp *dp, const struct dp_peer *peers, uint32_t n)
 		struct dp_peer_ent *old = &dp->peers[i];
 		struct dp_peer_ent *e = bsearch(old, ents, m, sizeof(*ents), peer_ent_cmp);
 
-		if (e && e->inc == old->inc)
+		if (e && e->inc == old->inc) {
 			e->broke_idle = old->broke_idle;
+			e->xfail = old->xfail;
+		}
 		if (!old->conn)
 			continue;
 		if (e && e->inc == old->inc) {
@@ -405,7 +407,7 @@ static int dp_pass(struct dp *dp, struct dp_call *call)
 			continue;
 		pe->stamp = dp->pass;
 		if (pe->broke_idle) {
-			pe->broke_idle = 0;
+			pe->broke_idle = pe->xfail = 0;
 			*call->bad_peer = pe->id;
 			return -EPIPE;
 		}
@@ -524,8 +526,8 @@ static int dp_wait(struct dp *dp, struct dp_call *call, int64_t wait_ns)
 
 		if (pe->stamp == dp->pass || !pe->conn)
 			continue;
-		if (pe->conn->tail && pe->conn->state == DPC_READY)
-			ev |= POLLOUT;
+		if (pe->conn->tail && pe->conn->state == DPC_READY && !pe->conn->xs)
+			ev |= POLLOUT; /* a stream's room never shows on its socket */
 		peek = call->n > 0 && dp_conn_peekable(pe);
 		if (peek)
 			ev |= POLLIN; /* a frame of another shape shows in its header */
@@ -568,6 +570,8 @@ int dp_progress(struct dp *dp, struct dp_xfer *x, int n, int wait_ms, uint32_t *
 		return -EINVAL;
 	if (atomic_load_explicit(&dp->aborted, memory_order_acquire))
 		return -ECANCELED;
+	if (dp->local_err)
+		return dp->local_err; /* this member cannot go on (logged where it happened) */
 	rc = dp_map_xfers(dp, x, n);
 	if (rc)
 		return rc;
@@ -702,6 +706,8 @@ void dp_destroy(struct dp *dp)
 {
 	if (!dp)
 		return;
+	if (dp->xt)
+		dpx_drain(dp); /* what was sent arrives, as a socket's close delivers it */
 	for (uint32_t i = 0; i < dp->npeers; i++)
 		dp_conn_free(dp, dp->peers[i].conn);
 	for (uint32_t i = 0; i < dp->npending; i++)

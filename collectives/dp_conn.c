@@ -26,6 +26,7 @@ struct dp_hello {
 	uint64_t group;
 	uint32_t from, to;
 	uint64_t from_inc, to_inc;
+	int stream; /* the sender moves frames over a transport */
 };
 
 static void hello_encode(uint8_t *p, const struct dp *dp, uint32_t to, uint64_t to_inc)
@@ -33,6 +34,7 @@ static void hello_encode(uint8_t *p, const struct dp *dp, uint32_t to, uint64_t 
 	memset(p, 0, DP_HELLO_SIZE);
 	le_put32(p, DP_HELLO_MAGIC);
 	p[4] = DP_HELLO_VERSION;
+	p[6] = dp->xt ? 1 : 0;
 	le_put64(p + 8, dp->cfg.group_id);
 	le_put32(p + 16, dp->cfg.self_id);
 	le_put32(p + 20, to);
@@ -49,6 +51,21 @@ static void hello_decode(const uint8_t *p, struct dp_hello *h)
 	h->to = le_get32(p + 20);
 	h->from_inc = le_get64(p + 24);
 	h->to_inc = le_get64(p + 32);
+	h->stream = p[6] == 1;
+}
+
+/* Whether the connection with member @id moves frames over a stream: both ends have one (an
+ * end without, a host whose HCA is down or a peer with FTCC_TRANSPORT=tcp, makes the pair use
+ * the TCP connection, said once). */
+static int hello_stream(struct dp *dp, uint32_t id, int theirs)
+{
+	if (dp->xt && !theirs && !dp->mixed_warned) {
+		dp->mixed_warned = 1;
+		ftcc_warn("dp: member %u moves its frames over tcp, this member over %s: frames "
+			  "with it go over tcp (set FTCC_TRANSPORT alike on every host)",
+			  id, dp->xt->name);
+	}
+	return dp->xt && theirs;
 }
 
 /* Checks the parts of a HELLO every side checks: version, group, addressed to us. Returns NULL
@@ -104,8 +121,10 @@ void dp_conn_broken(struct dp *dp, struct dp_peer_ent *pe, const char *why)
 
 void dp_conn_broken_idle(struct dp *dp, struct dp_peer_ent *pe, const char *why)
 {
-	if (pe->conn && pe->conn->used)
+	if (pe->conn && pe->conn->used) {
 		pe->broke_idle = 1;
+		pe->xfail = 0;
+	}
 	dp_conn_broken(dp, pe, why);
 }
 
@@ -146,9 +165,14 @@ static int pending_adopt(struct dp *dp, uint32_t i, struct dp_peer_ent *pe, stru
 	}
 	c->hout_off = DP_HELLO_SIZE;
 	c->state = DPC_READY;
-	if (dp->xt && dpx_start(dp, c, dp_now_ns())) {
-		pending_drop(dp, i, 1);
-		return 0; /* logged; the peer's connector tries again */
+	if (hello_stream(dp, pe->id, c->hello_in[6] == 1)) {
+		int rc = dpx_start(dp, c, dp_now_ns());
+
+		if (rc) { /* logged; a local failure: the next call hears of it */
+			dp->local_err = rc == -ENOMEM ? rc : -EIO;
+			pending_drop(dp, i, 1);
+			return 0;
+		}
 	}
 	pending_drop(dp, i, 0);
 	pe->conn = c;
@@ -160,12 +184,14 @@ static int pending_adopt(struct dp *dp, uint32_t i, struct dp_peer_ent *pe, stru
 		return 0;
 	/* The peer made a new connection: its old one broke on its side, and what was in flight
 	 * on it is lost (the old one's tail too). */
-	if (old->used)
-		pe->broke_idle = 1; /* the call that wants it next hears of it, if not this one */
+	if (old->used) { /* the next call that wants it hears of it, if not this one */
+		pe->broke_idle = 1;
+		pe->xfail = 0;
+	}
 	dp_conn_free(dp, old);
 	if (!call_uses(dp, call, pe))
 		return 0;
-	pe->broke_idle = 0;
+	pe->broke_idle = pe->xfail = 0;
 	ftcc_info("dp: member %u reconnected while transfers were in flight", pe->id);
 	*call->bad_peer = pe->id;
 	return -EPIPE;
@@ -364,6 +390,7 @@ static int setup_local(struct dp *dp, struct dp_peer_ent *pe, const char *what, 
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
+	c->hout_off = c->hin_off = 0;
 	c->state = DPC_BACKOFF;
 	c->retry_ns = dp_now_ns() + (int64_t)c->backoff_ms * 1000000;
 	ftcc_warn("dp: cannot connect to member %u: %s: %s", pe->id, what, strerror(err));
@@ -401,22 +428,36 @@ static int setup_up(struct dp *dp, struct dp_peer_ent *pe, int64_t now);
 
 /* Moves @pe's stream set-up (either side). 1 when ready, 0 not yet; a failure is a failed
  * attempt: the connector retries with back-off, the acceptor drops its side (the connector's
- * next attempt replaces it) and the next call that wants the peer fails with -EPIPE. */
+ * next attempt replaces it) and the next call that wants the peer fails with -EPIPE; a local
+ * failure (-ENOMEM) is this member's, kept for the next call (dp->local_err). */
 static int setup_xport(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 {
 	int rc = dpx_step(dp, pe->conn, now);
 
-	if (rc > 0)
+	if (rc > 0) {
+		if (pe->xfail) /* the link works after all: no call needs to hear of it */
+			pe->broke_idle = pe->xfail = 0;
 		return dp->cfg.self_id < pe->id ? setup_up(dp, pe, now) : 1;
+	}
 	if (rc == 0)
 		return 0;
+	if (rc == -ENOMEM) { /* ours, not the link's: the engine gives up and leaves */
+		dp->local_err = rc;
+		if (dp->cfg.self_id < pe->id)
+			return setup_local(dp, pe, "stream buffers", ENOMEM);
+		dp_conn_broken(dp, pe, "no stream buffers here");
+		return rc;
+	}
 	if (dp->cfg.self_id < pe->id)
 		return setup_retry(dp, pe, "transport connection", -rc, now);
 	ftcc_info("dp: transport connection with member %u failed: %s", pe->id, strerror(-rc));
 	dp_conn_broken(dp, pe, "transport connection failed");
-	/* Evidence from this end too, as a send failing on a socket would give: the call that
-	 * wants the peer (this one or the next) fails with -EPIPE, and the membership hears of
-	 * the link from both ends, not only as the connector's "unreachable" half a timeout on. */
+	/* Evidence from this end too, as a send failing on a socket gives it: the call that wants
+	 * the peer (this one or the next) fails with -EPIPE, and the membership hears of the link
+	 * from both ends at once (its cut rule weighs a member by its troubled links). Withdrawn
+	 * if a stream with the peer comes up before a call heard of it. */
+	if (!pe->broke_idle)
+		pe->xfail = 1;
 	pe->broke_idle = 1;
 	return 0;
 }
@@ -472,7 +513,7 @@ static int setup_hello(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 			  (unsigned long long)pe->inc, why);
 		return setup_retry(dp, pe, why, 0, now);
 	}
-	if (dp->xt) {
+	if (hello_stream(dp, pe->id, h.stream)) {
 		int rc = dpx_start(dp, c, now);
 
 		if (rc)

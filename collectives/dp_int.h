@@ -16,8 +16,10 @@
 #include "ftcc/dp.h"
 #include "ftcc/transport.h"
 
-/* HELLO, 40 bytes little-endian: magic "FTDP"(4) version(2) reserved(2) group(8) from id(4)
- * to id(4) from incarnation(8) to incarnation(8). Version 2: frame headers carry the shape. */
+/* HELLO, 40 bytes little-endian: magic "FTDP"(4) version(2) stream(1) reserved(1) group(8)
+ * from id(4) to id(4) from incarnation(8) to incarnation(8). Version 2: frame headers carry the
+ * shape. stream: 1 when the sender moves frames over a transport (dp_xport.c); a pair does when
+ * both ends say so, else over the TCP connection (0 was reserved, and is what older peers send). */
 #define DP_HELLO_MAGIC 0x50445446u /* "FTDP" */
 #define DP_HELLO_VERSION 2
 #define DP_HELLO_SIZE 40
@@ -43,6 +45,7 @@
 #define DPX_SPIN_NS 200000	/* busy retries (yielding) before a sleep */
 #define DPX_POLL_NS 100000	/* longest sleep while streams may have moved */
 #define DPX_FD_CHECK_NS 1000000 /* how often the idle TCP connection is looked at */
+#define DPX_DRAIN_NS 100000000	/* dp_destroy(): how long posted messages may take */
 
 enum dp_conn_state {
 	DPC_BACKOFF = 1, /* connector: no socket, retrying at @retry_ns */
@@ -135,6 +138,8 @@ struct dp_peer_ent {
 	int64_t rx_ns;	      /* bytes last came from it (or a wait on it began) */
 	int64_t check_ns;     /* its connection's liveness was last looked at */
 	int64_t stall_ns;     /* data outstanding and retransmitted since then (0: none) */
+	int xfail;	      /* acceptor: broke_idle says its stream set-up failed (no frames
+			       * lost), withdrawn when one comes up */
 	int broke_idle;	      /* a connection that carried frames broke or was replaced while
 			       * no call wanted it: the next call that does gets -EPIPE (frames
 			       * may have been lost); kept across dp_set_peers() */
@@ -170,7 +175,10 @@ struct dp {
 	/* frames over a transport (FTCC_TRANSPORT picked ib), NULL: over the TCP connections */
 	const struct ftcc_transport_ops *xt;
 	struct ftcc_tctx xctx;
-	uint32_t nxport; /* connections in DPC_XPORT */
+	uint32_t nxport;  /* connections in DPC_XPORT */
+	int local_err;	  /* a local failure on a path no call waited on (-errno): the next
+			  * dp_progress() returns it */
+	int mixed_warned; /* a member without a stream was logged */
 	uint8_t scratch[DP_SCRATCH];
 };
 
@@ -250,7 +258,8 @@ int dp_conn_peekable(const struct dp_peer_ent *pe);
  * or -errno (a local failure; @c unchanged). */
 int dpx_start(struct dp *dp, struct dp_conn *c, int64_t now);
 /* Moves @c's handle exchange and transport connections on. 1 when the stream is up (@c is
- * DPC_READY), 0 not yet, or -errno (-ETIMEDOUT past c->deadline_ns). */
+ * DPC_READY), 0 not yet, -ENOMEM for a local failure (buffers, registration: this member's
+ * fault, not the link's), or another -errno (-ETIMEDOUT still not up past c->deadline_ns). */
 int dpx_step(struct dp *dp, struct dp_conn *c, int64_t now);
 /* Moves every connection in DPC_XPORT on, wanted by the call or not: the peer waits on this
  * side's accept as much as on its own. */
@@ -259,6 +268,9 @@ void dp_xport_idle(struct dp *dp);
  * acknowledged for @cut_ns (the peer's HCA answers whatever its process does, as a kernel
  * acknowledges what its process has not read) means a cut or a dead host. 0 or -EPIPE. */
 int dpx_watch(struct dp_conn *c, int64_t now, int64_t cut_ns);
+/* Waits, at most DPX_DRAIN_NS in all, until the messages posted on the streams of @dp are
+ * acknowledged (a close then loses nothing sent, as a socket's close does not). */
+void dpx_drain(struct dp *dp);
 /* Closes @c's transport connections and frees its stream. */
 void dpx_free(struct dp *dp, struct dp_conn *c);
 

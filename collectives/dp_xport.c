@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "dp_int.h"
 #include "ftcc/log.h"
@@ -42,6 +43,8 @@ int dpx_start(struct dp *dp, struct dp_conn *c, int64_t now)
 	}
 	c->xs = xs;
 	c->state = DPC_XPORT;
+	/* as a TCP connect's: half the failure timeout, after which the connector reports the
+	 * peer unreachable (a stream that comes up meanwhile is taken, however late: see step) */
 	c->deadline_ns = now + dp->cut_ns;
 	dp->nxport++;
 	return 0;
@@ -66,8 +69,24 @@ static int xport_handles(struct dp_conn *c)
 		if (n < 0)
 			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
 		xs->hin_off += (uint32_t)n;
+		if (xs->hin_off == FTCC_HANDLE_SIZE) /* a token the peer wrote names nothing here */
+			memset(xs->hin + FTCC_HANDLE_SCRATCH_OFF, 0, FTCC_HANDLE_SCRATCH_LEN);
 	}
 	return 1;
+}
+
+/* After the handles nothing comes on the TCP connection: its end (the peer gave up or closed)
+ * or a byte (out of step) fails the stream. 0 or -errno. */
+static int xport_tcp_check(struct dp_conn *c)
+{
+	uint8_t b;
+	ssize_t n = recv(c->fd, &b, 1, MSG_DONTWAIT);
+
+	if (n == 0)
+		return -ECONNRESET;
+	if (n > 0)
+		return -EPROTO;
+	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -errno;
 }
 
 /* Keeps a receive posted in every free receive slot. 0 or the transport's error. */
@@ -99,16 +118,21 @@ static int xport_open(struct dp *dp, struct dp_conn *c)
 
 	xs->sbuf = malloc((size_t)DPX_SLOTS * DPX_SLOT);
 	xs->rbuf = malloc((size_t)DPX_SLOTS * DPX_SLOT);
-	if (!xs->sbuf || !xs->rbuf)
+	if (!xs->sbuf || !xs->rbuf) {
+		ftcc_warn("dp: no memory for the stream buffers of member %u", c->peer_id);
 		return -ENOMEM;
+	}
 	rc = dp->xt->reg_mr(xs->sc, xs->sbuf, (size_t)DPX_SLOTS * DPX_SLOT, FTCC_PTR_HOST,
 			    &xs->smh);
-	if (rc)
-		return rc;
-	rc = dp->xt->reg_mr(xs->rc, xs->rbuf, (size_t)DPX_SLOTS * DPX_SLOT, FTCC_PTR_HOST,
-			    &xs->rmh);
-	if (rc)
-		return rc;
+	if (!rc)
+		rc = dp->xt->reg_mr(xs->rc, xs->rbuf, (size_t)DPX_SLOTS * DPX_SLOT, FTCC_PTR_HOST,
+				    &xs->rmh);
+	if (rc) {
+		/* pinned memory (RLIMIT_MEMLOCK) or the HCA's tables: this member's resources */
+		ftcc_warn("dp: cannot register the stream buffers of member %u (%zu bytes): %s",
+			  c->peer_id, 2 * (size_t)DPX_SLOTS * DPX_SLOT, strerror(-rc));
+		return -ENOMEM;
+	}
 	return xs_rx_post(dp->xt, xs);
 }
 
@@ -119,10 +143,13 @@ int dpx_step(struct dp *dp, struct dp_conn *c, int64_t now)
 
 	if (c->state != DPC_XPORT)
 		return c->state == DPC_READY;
-	if (now > c->deadline_ns)
-		return -ETIMEDOUT;
 	rc = xport_handles(c);
-	if (rc <= 0)
+	if (rc < 0)
+		return rc;
+	if (rc == 0)
+		return now > c->deadline_ns ? -ETIMEDOUT : 0;
+	rc = xport_tcp_check(c);
+	if (rc)
 		return rc;
 	if (!xs->sc) {
 		/* the same handle buffer on every poll: the transport keeps its token there */
@@ -136,7 +163,7 @@ int dpx_step(struct dp *dp, struct dp_conn *c, int64_t now)
 			return rc;
 	}
 	if (!xs->sc || !xs->rc)
-		return 0;
+		return now > c->deadline_ns ? -ETIMEDOUT : 0;
 	dp->xt->close_listen(xs->l);
 	xs->l = NULL;
 	rc = xport_open(dp, c);
@@ -290,7 +317,9 @@ static ssize_t xs_recv(struct dp_conn *c, void *buf, size_t len)
 	size_t got = 0;
 	int rc;
 
-	if (xs_check(c))
+	/* What already arrived is read before the TCP connection's end counts (the peer may have
+	 * sent its last frame and closed), as a socket gives its data before its EOF. */
+	if (xs->err)
 		return xs_fail(xs->err);
 	while (got < len) {
 		if (!xs->r_have) {
@@ -327,6 +356,8 @@ static ssize_t xs_recv(struct dp_conn *c, void *buf, size_t len)
 	if (rc)
 		return xs_fail(xs->err = rc);
 	if (got == 0) {
+		if (xs_check(c))
+			return xs_fail(xs->err);
 		errno = EAGAIN;
 		return -1;
 	}
@@ -338,8 +369,10 @@ int dpx_watch(struct dp_conn *c, int64_t now, int64_t cut_ns)
 	struct dp_xs *xs = c->xs;
 	int64_t age;
 
-	if (xs_tx_progress(xs_ops(c), xs))
+	if (xs_tx_progress(xs_ops(c), xs)) {
+		ftcc_info("dp: stream to member %u failed: %s", c->peer_id, strerror(-xs->err));
 		return -EPIPE;
+	}
 	if (xs->s_done == xs->s_post)
 		return 0;
 	age = now - xs->s_ns[xs->s_done % DPX_SLOTS];
@@ -349,6 +382,29 @@ int dpx_watch(struct dp_conn *c, int64_t now, int64_t cut_ns)
 		  c->peer_id, (long long)(age / 1000000),
 		  (unsigned long long)(xs->s_post - xs->s_done));
 	return -EPIPE;
+}
+
+void dpx_drain(struct dp *dp)
+{
+	int64_t deadline = dp_now_ns() + DPX_DRAIN_NS;
+
+	for (;;) {
+		int open = 0;
+
+		for (uint32_t i = 0; i < dp->npeers; i++) {
+			struct dp_conn *c = dp->peers[i].conn;
+
+			if (!c || !c->xs || c->state != DPC_READY || c->xs->err)
+				continue;
+			if (xs_tx_progress(xs_ops(c), c->xs) == 0 && c->xs->s_done < c->xs->s_post)
+				open++;
+		}
+		if (!open || dp_now_ns() >= deadline)
+			return;
+		struct timespec ts = { 0, 1000000 };
+
+		nanosleep(&ts, NULL);
+	}
 }
 
 /* The socket calls' fault-injection seam (FTCC_INJECT, FTCC_FAULT's reset) holds for streams

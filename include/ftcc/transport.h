@@ -20,6 +20,11 @@
 
 /* Size of the opaque connection handle exchanged out of band (NCCL_NET_HANDLE_MAXSIZE). */
 #define FTCC_HANDLE_SIZE 128
+/* Bytes of a handle that listen leaves zero and connect keeps its token of the attempt in (see
+ * connect). A handle that came over the network has them zeroed before its first connect: a
+ * token a peer wrote there must not name another caller's attempt. */
+#define FTCC_HANDLE_SCRATCH_OFF 96
+#define FTCC_HANDLE_SCRATCH_LEN 16
 /* Most requests one connection accepts in flight (NCCL_NET_MAX_REQUESTS). */
 #define FTCC_MAX_REQUESTS 32
 /* Most buffers in one multi-receive. */

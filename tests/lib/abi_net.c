@@ -331,15 +331,17 @@ int abi_transport_is_ib(void)
 	return t && strcmp(t, "ib") == 0;
 }
 
-void test_transport_env(void)
+void test_transport_set(const char *want)
 {
-	const char *want = getenv("FTCC_TEST_TRANSPORT");
-
 	unsetenv("FTCC_TRANSPORT");
 	unsetenv("FTCC_IBVERBS_LIB");
 	if (want && strcmp(want, "no-verbs") == 0) {
 		/* A machine without rdma-core: the default (auto) must load and serve TCP. */
 		setenv("FTCC_IBVERBS_LIB", "/nonexistent/libibverbs.so.1", 1);
+		return;
+	}
+	if (want && strcmp(want, "tcp") == 0) {
+		setenv("FTCC_TRANSPORT", "tcp", 1);
 		return;
 	}
 	if (!want || strcmp(want, "ib") != 0)
@@ -352,6 +354,11 @@ void test_transport_env(void)
 	setenv("FTCC_TRANSPORT", "ib", 1);
 	setenv("FTCC_IBVERBS_LIB", "/nonexistent/libibverbs.so.1", 1);
 #endif
+}
+
+void test_transport_env(void)
+{
+	test_transport_set(getenv("FTCC_TEST_TRANSPORT"));
 }
 
 static int fabric_cut_on(void)
@@ -399,11 +406,13 @@ void test_fabric_cut_env(void)
 	setenv("IBEMU_CUT_DIR", dir, 1);
 }
 
-const char *test_log_transport(const char *log)
+const char *test_log_transport(const char *log, const char *want)
 {
-	const char *t = getenv("FTCC_TEST_TRANSPORT");
-	int want_ib = t && strcmp(t, "ib") == 0;
+	int want_ib;
 
+	if (!want)
+		want = getenv("FTCC_TEST_TRANSPORT");
+	want_ib = want && strcmp(want, "ib") == 0;
 	if (!strstr(log, "listening on"))
 		return NULL; /* no data plane started, or its line scrolled out */
 	if (want_ib != (strstr(log, "frames over ib") != NULL))

@@ -88,10 +88,13 @@ int abi_transport_is_ib(void);
  * runs the plug-in over the verbs emulator built in the tree; "no-verbs", the default (auto)
  * with libibverbs missing; anything else, the default. */
 void test_transport_env(void);
-/* Whether a process's log shows its engine data plane on the transport FTCC_TEST_TRANSPORT
- * names ("frames over ib" under ib, and not otherwise): NULL when it does or says nothing, else
- * what it used ("tcp, not ib"). A run that fell back quietly would test TCP twice. */
-const char *test_log_transport(const char *log);
+/* The same for the transport @want names ("ib", "tcp", "no-verbs"; NULL: the default). */
+void test_transport_set(const char *want);
+/* Whether a process's log shows its engine data plane on the transport @want names (NULL: the
+ * one FTCC_TEST_TRANSPORT names): "frames over ib" under ib, and not otherwise. NULL when it does
+ * or says nothing, else what it used ("tcp, not ib"). A run that fell back quietly would test
+ * TCP twice. */
+const char *test_log_transport(const char *log, const char *want);
 /* Cutting one process off the emulated fabric (the verbs emulator's IBEMU_CUT_DIR), where a
  * test cuts its IP with nftables: the emulator's wire is not IP, so nftables alone would cut the
  * control plane and leave the data path up. test_fabric_cut_env() names this test process's

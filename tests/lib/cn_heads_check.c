@@ -226,7 +226,7 @@ int cn_heads_check(const struct cn_heads *g, uint32_t who, uint32_t lost, int64_
 		const char *bad;
 
 		cn_heads_log(g, i, log, sizeof(log));
-		bad = test_log_transport(log);
+		bad = test_log_transport(log, NULL);
 		if (bad) {
 			snprintf(why, len, "head %d moved its frames over %s", i, bad);
 			rc = -1;

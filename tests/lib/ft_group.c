@@ -343,7 +343,9 @@ static int ft_child_main(void *arg)
 		unsetenv("FTCC_INJECT");
 	if (g->algo[0])
 		setenv("FTCC_ALGO", g->algo, 1);
-	test_transport_env(); /* FTCC_TEST_TRANSPORT=ib: frames over the verbs emulator */
+	/* FTCC_TEST_TRANSPORT=ib, or the member's own: frames over the verbs emulator */
+	test_transport_set(g->o.transport[r->member] ? g->o.transport[r->member] :
+						       getenv("FTCC_TEST_TRANSPORT"));
 	for (int k = 0; k < g->o.nspec; k++) {
 		const struct ft_spec *sp = ft_spec_for(g, r->member, (uint64_t)k);
 		size_t b = sp->count * ftcc_dtype_size(sp->dtype);

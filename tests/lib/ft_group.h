@@ -151,6 +151,9 @@ struct ft_group_opts {
 	 * one. Ops it calls with another shape than the others end with FTCC_ERR_MISMATCH, which
 	 * does not end its script. */
 	const struct ft_spec *own_script[FT_GROUP_MAX_N];
+	/* Member i's transport ("ib": over the verbs emulator, "tcp"), kept by the caller; NULL:
+	 * the one FTCC_TEST_TRANSPORT names. */
+	const char *transport[FT_GROUP_MAX_N];
 };
 
 /* A group as the test (the parent) sees it. Owned by the test; zero it (or let ft_group_end() do

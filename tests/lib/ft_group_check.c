@@ -397,7 +397,7 @@ static int ft_check_transport(const struct ft_group *g, char *why, size_t len)
 		if (atomic_load(&r->ndone) == 0 || g->errfd[k] < 0)
 			continue;
 		chaos_capture_read(g->errfd[k], log, sizeof(log));
-		bad = test_log_transport(log);
+		bad = test_log_transport(log, g->o.transport[r->member]);
 		if (bad) {
 			snprintf(why, len, "member %d (run %d) moved its frames over %s", r->member,
 				 k, bad);

@@ -273,6 +273,38 @@ Test(ft_mproc, sizes_n5_rd)
 	sizes_on("sizes5d", 5, "rd");
 }
 
+/* ---- mixed transports -------------------------------------------------------------------------- */
+
+/* Members 0 and 2 over ib (the verbs emulator), member 1 over tcp (a host whose HCA is down): the
+ * pairs with member 1 move their frames over TCP, the pair 0-2 over ib; every op completes, the
+ * same everywhere, and member 0 warns once that member 1 has no stream. */
+Test(ft_mproc, mixed_transports_n3)
+{
+#ifdef FTCC_IBEMU_PATH
+	static char log[1 << 20];
+	struct ft_spec script[10];
+	struct ft_group_opts o = { .script = script,
+				   .nspec = 10,
+				   .transport = { "ib", "tcp", "ib" } };
+
+	for (int k = 0; k < 5; k++) {
+		script[2 * k] = (struct ft_spec){ sizes[k], FTCC_FLOAT32, FTCC_SUM, 0 };
+		script[2 * k + 1] = (struct ft_spec){ sizes[k], FTCC_INT32, FTCC_AVG, 1 };
+	}
+	chaos_report("ft: mixed: 1 .. 4 Mi elements on 3 members, one without ib, in %.1f ms",
+		     run_script("mixed", 3, &o));
+	ft_group_log(&grp, 0, log, sizeof(log));
+	cr_expect(strstr(log, "member 2: frames over ib"), "0-2 not over ib\n%s", describe());
+	cr_expect(strstr(log, "member 1 moves its frames over tcp"), "no warning about member 1");
+	cr_expect(!strstr(log, "member 1: frames over ib"), "0-1 over ib");
+	ft_group_log(&grp, 1, log, sizeof(log));
+	cr_expect(!strstr(log, "frames over ib"), "member 1 used ib\n%s", describe());
+	end_clean();
+#else
+	cr_skip_test("built without the ib transport (libibverbs-dev): no emulator");
+#endif
+}
+
 /* ---- ops in flight --------------------------------------------------------------------------- */
 
 /* 32 ops of mixed sizes and types, 4 in flight at once, completed in order. */

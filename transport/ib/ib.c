@@ -14,7 +14,7 @@
 #include "ib_int.h"
 
 #define DIAL_MAGIC 0x4c41494442494346ull /* "FCIBDIAL": connect() scratch in the handle */
-#define DIAL_OFF 96
+#define DIAL_OFF FTCC_HANDLE_SCRATCH_OFF
 
 static int ib_init(void)
 {
@@ -96,7 +96,9 @@ static struct ib_conn *dial_find(const uint8_t *handle)
 		return NULL;
 	id = le_get64(handle + DIAL_OFF + 8);
 	for (struct ib_conn *c = ib_eng.conns; c && id; c = c->next) {
-		if (c->is_send && c->dial_id == id)
+		/* the same listen endpoint too: a token copied into another handle is no use */
+		if (c->is_send && c->dial_id == id &&
+		    memcmp(c->tcp_handle, handle, IB_HANDLE_TCP) == 0)
 			return c;
 	}
 	return NULL;

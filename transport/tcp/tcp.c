@@ -12,7 +12,7 @@
 #include "tcp.h"
 
 #define DIAL_MAGIC 0x4c41494443435446ull /* "FTCCDIAL": connect() scratch in the handle */
-#define DIAL_OFF 96
+#define DIAL_OFF FTCC_HANDLE_SCRATCH_OFF
 
 static int tcp_init(void)
 {
@@ -115,14 +115,18 @@ static void put_u64(uint8_t *p, uint64_t v)
 static struct tcp_conn *dial_find(const uint8_t *handle)
 {
 	struct tcp_conn *found = NULL;
+	struct tcp_handle h;
 	uint64_t id;
 
-	if (get_u64(handle + DIAL_OFF) != DIAL_MAGIC)
+	if (get_u64(handle + DIAL_OFF) != DIAL_MAGIC ||
+	    tcp_handle_decode(handle, FTCC_HANDLE_SIZE, &h) != 0)
 		return NULL;
 	id = get_u64(handle + DIAL_OFF + 8);
 	pthread_mutex_lock(&tcp_eng.lock);
+	/* the same listen endpoint too: a token copied into another handle is no use */
 	for (struct tcp_conn *c = tcp_eng.conns; c && id; c = c->next)
-		if (c->is_send && c->dial_id == id)
+		if (c->is_send && c->dial_id == id && c->listen_id == h.listen_id &&
+		    c->comm_id == h.comm_id)
 			found = c;
 	pthread_mutex_unlock(&tcp_eng.lock);
 	return found;
