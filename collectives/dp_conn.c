@@ -168,7 +168,7 @@ static int pending_adopt(struct dp *dp, uint32_t i, struct dp_peer_ent *pe, stru
 	if (hello_stream(dp, pe->id, c->hello_in[6] == 1)) {
 		int rc = dpx_start(dp, c, dp_now_ns());
 
-		if (rc) { /* logged; a local failure: the next call hears of it */
+		if (rc) { /* logged; this member cannot go on: the next call hears of it */
 			dp->local_err = rc == -ENOMEM ? rc : -EIO;
 			pending_drop(dp, i, 1);
 			return 0;
@@ -516,8 +516,11 @@ static int setup_hello(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 	if (hello_stream(dp, pe->id, h.stream)) {
 		int rc = dpx_start(dp, c, now);
 
-		if (rc)
-			return setup_local(dp, pe, "transport listen", -rc);
+		if (rc) { /* logged; this member cannot go on, as on the acceptor's side */
+			dp->local_err = rc == -ENOMEM ? rc : -EIO;
+			setup_local(dp, pe, "transport listen", -rc);
+			return dp->local_err;
+		}
 		return setup_xport(dp, pe, now);
 	}
 	return setup_up(dp, pe, now);

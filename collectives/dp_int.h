@@ -39,13 +39,14 @@
 #define DP_IOV_FRAMES 8		/* frames gathered into one writev */
 
 /* Streams over a transport of the ops table (dp_xport.c). */
-#define DPX_SLOTS 8		/* messages in flight each way per connection */
-#define DPX_SLOT (256u << 10)	/* bytes per message at most */
-#define DPX_TAG 0x4450		/* the tag every message of a stream carries */
-#define DPX_SPIN_NS 200000	/* busy retries (yielding) before a sleep */
-#define DPX_POLL_NS 100000	/* longest sleep while streams may have moved */
-#define DPX_FD_CHECK_NS 1000000 /* how often the idle TCP connection is looked at */
-#define DPX_DRAIN_NS 100000000	/* dp_destroy(): how long posted messages may take */
+#define DPX_SLOTS 8		  /* messages in flight each way per connection */
+#define DPX_SLOT (256u << 10)	  /* bytes per message at most */
+#define DPX_TAG 0x4450		  /* the tag every message of a stream carries */
+#define DPX_SPIN_NS 200000	  /* busy retries (yielding) before a sleep */
+#define DPX_POLL_NS 100000	  /* longest sleep while streams may have moved */
+#define DPX_FD_CHECK_NS 1000000	  /* how often the idle TCP connection is looked at */
+#define DPX_DRAIN_NS 100000000	  /* dp_destroy(): how long posted messages may take */
+#define DPX_EOF_GRACE_NS 50000000 /* completions after the TCP end may still show */
 
 enum dp_conn_state {
 	DPC_BACKOFF = 1, /* connector: no socket, retrying at @retry_ns */
@@ -83,6 +84,7 @@ struct dp_xs {
 	size_t r_len, r_off;
 	int r_have;
 	int err;	     /* sticky: the transport's error, or the TCP connection's end */
+	int64_t eof_ns;	     /* the TCP connection ended then (0: not seen) */
 	int64_t fd_check_ns; /* the TCP connection was last looked at */
 };
 

@@ -133,7 +133,8 @@ static int xport_open(struct dp *dp, struct dp_conn *c)
 			  c->peer_id, 2 * (size_t)DPX_SLOTS * DPX_SLOT, strerror(-rc));
 		return -ENOMEM;
 	}
-	return xs_rx_post(dp->xt, xs);
+	rc = xs_rx_post(dp->xt, xs);
+	return rc == -ENOMEM ? -ECONNREFUSED : rc; /* the connection's failure, not ours */
 }
 
 int dpx_step(struct dp *dp, struct dp_conn *c, int64_t now)
@@ -154,13 +155,13 @@ int dpx_step(struct dp *dp, struct dp_conn *c, int64_t now)
 	if (!xs->sc) {
 		/* the same handle buffer on every poll: the transport keeps its token there */
 		rc = dp->xt->connect(&dp->xctx, 0, xs->hin, &xs->sc);
-		if (rc)
-			return rc;
+		if (rc) /* -ENOMEM there may be the peer's refusal: only ours count as local */
+			return rc == -ENOMEM ? -ECONNREFUSED : rc;
 	}
 	if (!xs->rc) {
 		rc = dp->xt->accept(xs->l, &xs->rc);
 		if (rc)
-			return rc;
+			return rc == -ENOMEM ? -ECONNREFUSED : rc;
 	}
 	if (!xs->sc || !xs->rc)
 		return now > c->deadline_ns ? -ETIMEDOUT : 0;
@@ -201,7 +202,9 @@ void dpx_free(struct dp *dp, struct dp_conn *c)
 }
 
 /* The stream's error, after a look at the idle TCP connection now and then: its end means the
- * peer closed this connection. 0 or -errno (sticky). */
+ * peer closed this connection, and counts DPX_EOF_GRACE_NS later (what it sent before, already
+ * acknowledged to it, may not show in our completions yet, as on an HCA). 0 or -errno
+ * (sticky). */
 static int xs_check(struct dp_conn *c)
 {
 	struct dp_xs *xs = c->xs;
@@ -212,12 +215,17 @@ static int xs_check(struct dp_conn *c)
 	if (xs->err)
 		return xs->err;
 	now = dp_now_ns();
+	if (xs->eof_ns) {
+		if (now - xs->eof_ns >= DPX_EOF_GRACE_NS)
+			xs->err = -ECONNRESET;
+		return xs->err;
+	}
 	if (now - xs->fd_check_ns < DPX_FD_CHECK_NS)
 		return 0;
 	xs->fd_check_ns = now;
 	n = recv(c->fd, &b, 1, MSG_DONTWAIT);
 	if (n == 0)
-		xs->err = -ECONNRESET;
+		xs->eof_ns = now;
 	else if (n > 0)
 		xs->err = -EPROTO; /* nothing is sent there after the handles */
 	else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
@@ -310,17 +318,16 @@ static ssize_t xs_sendv(struct dp_conn *c, const struct iovec *iov, int niov)
 	return (ssize_t)total;
 }
 
+/* Reads what has arrived, whatever failed meanwhile: completed receives are read before any
+ * error counts (the send side's, the transport's or the TCP connection's end), as a socket
+ * gives its data before its error. */
 static ssize_t xs_recv(struct dp_conn *c, void *buf, size_t len)
 {
 	struct dp_xs *xs = c->xs;
 	const struct ftcc_transport_ops *t = xs_ops(c);
 	size_t got = 0;
-	int rc;
+	int rc = 0;
 
-	/* What already arrived is read before the TCP connection's end counts (the peer may have
-	 * sent its last frame and closed), as a socket gives its data before its EOF. */
-	if (xs->err)
-		return xs_fail(xs->err);
 	while (got < len) {
 		if (!xs->r_have) {
 			uint32_t i = (uint32_t)(xs->r_head % DPX_SLOTS);
@@ -328,14 +335,14 @@ static ssize_t xs_recv(struct dp_conn *c, void *buf, size_t len)
 			int done = 0;
 
 			if (xs->r_head == xs->r_post)
-				break; /* none posted (the transport's limit) */
+				break; /* none posted (the transport's limit, or it failed) */
 			rc = t->test(xs->r_req[i], &done, size);
-			if (rc)
-				return xs_fail(xs->err = rc);
-			if (!done)
+			if (rc || !done)
 				break;
-			if (size[0] > DPX_SLOT)
-				return xs_fail(xs->err = -EPROTO);
+			if (size[0] > DPX_SLOT) {
+				rc = -EPROTO;
+				break;
+			}
 			xs->r_req[i] = NULL;
 			xs->r_len = size[0];
 			xs->r_off = 0;
@@ -352,16 +359,16 @@ static ssize_t xs_recv(struct dp_conn *c, void *buf, size_t len)
 			xs->r_head++;
 		}
 	}
-	rc = xs_rx_post(t, xs);
-	if (rc)
-		return xs_fail(xs->err = rc);
-	if (got == 0) {
-		if (xs_check(c))
-			return xs_fail(xs->err);
-		errno = EAGAIN;
-		return -1;
-	}
-	return (ssize_t)got;
+	if (!rc && !xs->err)
+		rc = xs_rx_post(t, xs);
+	if (rc && !xs->err)
+		xs->err = rc;
+	if (got > 0)
+		return (ssize_t)got; /* an error shows in the next call */
+	if (xs->err || xs_check(c))
+		return xs_fail(xs->err);
+	errno = EAGAIN;
+	return -1;
 }
 
 int dpx_watch(struct dp_conn *c, int64_t now, int64_t cut_ns)
@@ -388,6 +395,8 @@ void dpx_drain(struct dp *dp)
 {
 	int64_t deadline = dp_now_ns() + DPX_DRAIN_NS;
 
+	if (atomic_load_explicit(&dp->aborted, memory_order_acquire))
+		return; /* the group is being left anyway: nobody waits for these */
 	for (;;) {
 		int open = 0;
 

@@ -323,7 +323,7 @@ void eng_sync_epoch(struct ftcc_comm *c, const struct ctl_epoch *e)
 		} else if (!prc) {
 			prc = -ENOMEM;
 		}
-		if (prc == -ENOMEM || prc == -EINVAL) {
+		if (prc == -ENOMEM || prc == -EINVAL || prc == -EIO) {
 			/* the others would wait for this report: they must not */
 			char why[128];
 

@@ -137,7 +137,9 @@ int dp_set_peers(struct dp *dp, const struct dp_peer *peers, uint32_t n);
  * -EHOSTUNREACH when a peer could not be connected to for half the failure timeout (attempts
  * go on); -EPROTO on a malformed frame or length mismatch (its connection is closed); -EBADE
  * when a frame of one of this call's ops carried another shape (dp_mismatch());
- * -ECANCELED after dp_abort(); -EINVAL for a transfer naming an unknown peer or self. After an
+ * -ECANCELED after dp_abort(); -EINVAL for a transfer naming an unknown peer or self;
+ * -ENOMEM or -EIO, for good, when this member could not set up a stream (its buffers, their
+ * registration, a listen endpoint of the transport): a local failure, whoever's call met it. After an
  * error, the caller either calls again or gives the transfers up with dp_release(). With no
  * transfers (@n 0) it writes what dp holds of abandoned frames, waiting up to @wait_ms. */
 int dp_progress(struct dp *dp, struct dp_xfer *x, int n, int wait_ms, uint32_t *bad_peer);
