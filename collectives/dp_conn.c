@@ -614,8 +614,8 @@ int dp_conn_watch(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 		if (dp_tail_set(dp, c, nop, sizeof(nop), NULL, 0) == 0 && dp_tail_flush(dp, c) < 0)
 			return -EPIPE;
 	}
-	if (c->xs)
-		return dpx_watch(c, now, dp->cut_ns);
+	if (c->xs) /* the whole failure timeout: the transport repairs a flap within it */
+		return dpx_watch(c, now, 2 * dp->cut_ns);
 	if (now - pe->check_ns < dp->nop_ns / 2)
 		return 0;
 	pe->check_ns = now;

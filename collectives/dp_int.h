@@ -85,6 +85,7 @@ struct dp_xs {
 	int r_have;
 	int err;	     /* sticky: the transport's error, or the TCP connection's end */
 	int64_t eof_ns;	     /* the TCP connection ended then (0: not seen) */
+	int64_t start_ns;    /* the set-up began (dpx_start) */
 	int64_t fd_check_ns; /* the TCP connection was last looked at */
 };
 
@@ -267,8 +268,10 @@ int dpx_step(struct dp *dp, struct dp_conn *c, int64_t now);
  * side's accept as much as on its own. */
 void dp_xport_idle(struct dp *dp);
 /* Liveness of @c's stream while a call waits on it: a message the transport has not had
- * acknowledged for @cut_ns (the peer's HCA answers whatever its process does, as a kernel
- * acknowledges what its process has not read) means a cut or a dead host. 0 or -EPIPE. */
+ * acknowledged for @cut_ns (the caller gives it the failure timeout, in which the transport
+ * hides a link flap by rebuilding its queue pairs; the peer's HCA answers whatever its process
+ * does, as a kernel acknowledges what its process has not read) means a cut or a dead host.
+ * 0 or -EPIPE. */
 int dpx_watch(struct dp_conn *c, int64_t now, int64_t cut_ns);
 /* Waits, at most DPX_DRAIN_NS in all, until the messages posted on the streams of @dp are
  * acknowledged (a close then loses nothing sent, as a socket's close does not). */

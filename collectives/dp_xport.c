@@ -43,8 +43,11 @@ int dpx_start(struct dp *dp, struct dp_conn *c, int64_t now)
 	}
 	c->xs = xs;
 	c->state = DPC_XPORT;
-	/* as a TCP connect's: half the failure timeout, after which the connector reports the
-	 * peer unreachable (a stream that comes up meanwhile is taken, however late: see step) */
+	xs->start_ns = now;
+	/* as a TCP attempt's: half the failure timeout, after which the connector reports the
+	 * peer unreachable and both ends report the link, so that the membership weighs a member
+	 * whose transport cannot connect at all by all its links at once (a stream that comes up
+	 * meanwhile is taken, however late: see step) */
 	c->deadline_ns = now + dp->cut_ns;
 	dp->nxport++;
 	return 0;
@@ -173,7 +176,8 @@ int dpx_step(struct dp *dp, struct dp_conn *c, int64_t now)
 	c->state = DPC_READY;
 	dp->nxport--;
 	xs->fd_check_ns = now;
-	ftcc_info("dp: member %u: frames over %s", c->peer_id, dp->xt->name);
+	ftcc_info("dp: member %u: frames over %s (set up in %.1f ms)", c->peer_id, dp->xt->name,
+		  (double)(now - xs->start_ns) / 1e6);
 	return 1;
 }
 

@@ -92,10 +92,12 @@ run_tests() {
 # and its crash and live faults, whose frames then travel over ib, and CollNet's. The tests cut
 # the emulated fabric where they cut an IP with nftables. reset_by_nft_reject is left out: its
 # fault rejects the TCP segments of the busiest flow, and over ib the side channel's flows carry
-# too little to be hit. The soaks run over tcp only, and the live faults over ib in the Release
-# build only, for groups of 3 and 8 (the sanitizers see the same ib code in the others).
+# too little to be hit. The soaks run over tcp only. CollNet over ib and the live faults over ib
+# (groups of 3 and 8) run in the Release build only: the sanitizers see the same ib code through
+# the others, and under them a CollNet head of four on two loaded cores can stall past the ib
+# transport's 1 s heartbeat bound, which is then a verdict by design.
 run_ib_tests() {
-	local dir=$1
+	local dir=$1 faults='ft_kill|ft_freeze|ft_cut|ft_join|ft_degraded|ft_abort'
 	if [ ! -d "$dir/ibemu" ]; then
 		skip "$dir: tests over ib" "built without the ib transport (libibverbs-dev); NOT run"
 		return
@@ -106,9 +108,10 @@ run_ib_tests() {
 	if [ "$dir" = build ]; then
 		step "$dir: net ABI tests without libibverbs" env FTCC_TEST_TRANSPORT=no-verbs \
 			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_abi" --filter 'net_v*/*'
+		step "$dir: CollNet ABI tests over ib" env FTCC_TEST_TRANSPORT=ib \
+			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_abi" --filter 'collnet*/*'
+		faults="$faults|collnet_chaos"
 	fi
-	step "$dir: CollNet ABI tests over ib" env FTCC_TEST_TRANSPORT=ib \
-		timeout -k 30 "$TEST_TIMEOUT" "$dir/test_abi" --filter 'collnet*/*'
 	if [ -x "$dir/test_mproc" ]; then
 		step "$dir: allreduce tests over ib" env FTCC_TEST_TRANSPORT=ib \
 			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_mproc" --jobs 1
@@ -117,9 +120,8 @@ run_ib_tests() {
 		step "$dir: net process and link faults over ib" env FTCC_TEST_TRANSPORT=ib \
 			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_chaos" --jobs 1 \
 			--filter '@(chaos_proc|chaos_listen|chaos_link)/!(reset_by_nft_reject)'
-		step "$dir: allreduce and CollNet faults over ib" env FTCC_TEST_TRANSPORT=ib \
-			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_chaos" --jobs 1 --filter \
-			'@(ft_kill|ft_freeze|ft_cut|ft_join|ft_degraded|ft_abort|collnet_chaos)/*'
+		step "$dir: allreduce faults over ib" env FTCC_TEST_TRANSPORT=ib \
+			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_chaos" --jobs 1 --filter "@($faults)/*"
 		if [ "$dir" = build ]; then
 			step "$dir: faults between live members over ib" env FTCC_TEST_TRANSPORT=ib \
 				timeout -k 30 "$TEST_TIMEOUT" "$dir/test_chaos" --jobs 1 \
