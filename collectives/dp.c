@@ -139,14 +139,15 @@ static int dp_listen(struct dp *dp)
  * fewer copies and threads). 0 or -ENODEV (ib forced and not there: warned). */
 static int dp_pick_transport(struct dp *dp)
 {
-	const struct ftcc_transport_ops *t = ftcc_transport_pick();
-	int rc;
+	int held = 0, rc = 0;
+	const struct ftcc_transport_ops *t = ftcc_transport_pick(&held);
 
 	if (!t)
 		return -ENODEV;
 	if (strcmp(t->name, "tcp") == 0)
 		return 0;
-	rc = t->init();
+	if (!held)
+		rc = t->init();
 	if (rc) {
 		ftcc_warn("dp: transport %s did not start: %s", t->name, strerror(-rc));
 		return rc;

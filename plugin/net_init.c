@@ -153,14 +153,18 @@ static int plugin_ctx_create(uint64_t comm_id, int traffic_class, struct plugin_
 		plugin_log_follow_nccl();
 	}
 	const struct ftcc_transport_ops *ops = plugin_refs ? atomic_load(&plugin_ops) : NULL;
+	int held = 0;
 	if (!ops)
-		ops = ftcc_transport_pick();
+		ops = ftcc_transport_pick(&held);
 	if (!ops)
 		return -ENODEV;
 	struct plugin_ctx *ctx = calloc(1, sizeof(*ctx));
-	if (!ctx)
+	if (!ctx) {
+		if (held)
+			ops->fini();
 		return -ENOMEM;
-	err = ops->init();
+	}
+	err = held ? 0 : ops->init();
 	if (err) {
 		ftcc_warn("init failed: transport %s did not start (%s)", ops->name,
 			  strerror(-err));

@@ -178,13 +178,15 @@ const struct ftcc_transport_ops *ftcc_transport_get(const char *name)
 	return NULL;
 }
 
-const struct ftcc_transport_ops *ftcc_transport_pick(void)
+const struct ftcc_transport_ops *ftcc_transport_pick(int *held)
 {
 	const char *want = ftcc_setting_str(FTCC_SET_TRANSPORT);
 	const struct ftcc_transport_ops *ib = ftcc_transport_get("ib");
 	const struct ftcc_transport_ops *tcp = ftcc_transport_get("tcp");
 	int n = 0;
 
+	if (held)
+		*held = 0;
 	if (strcmp(want, "tcp") == 0)
 		return tcp;
 	if (!ib) {
@@ -195,9 +197,12 @@ const struct ftcc_transport_ops *ftcc_transport_pick(void)
 		}
 		return tcp;
 	}
-	/* A reference held across the caller's own init keeps the devices discovered once. */
 	if (ib->init() == 0) {
 		ib->devices(&n);
+		if (n > 0 && held) { /* the caller's reference: discovery and threads start once */
+			*held = 1;
+			return ib;
+		}
 		ib->fini();
 	}
 	if (n > 0)

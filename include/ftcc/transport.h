@@ -121,8 +121,10 @@ const struct ftcc_transport_ops *ftcc_transport_get(const char *name);
 
 /* The transport FTCC_TRANSPORT names: tcp, ib, or (auto) ib when it finds an active HCA port
  * and tcp otherwise, as NCCL prefers its IB transport to sockets. A forced ib without a port is
- * an error (one WARN, NULL), not a quiet fallback. Not thread-safe against itself. */
-const struct ftcc_transport_ops *ftcc_transport_pick(void);
+ * an error (one WARN, NULL), not a quiet fallback. With @held, a transport it had to start to
+ * look (ib) is returned with that reference kept (*@held 1: the caller's to fini); otherwise the
+ * caller inits what it gets. Not thread-safe against itself. */
+const struct ftcc_transport_ops *ftcc_transport_pick(int *held);
 
 /* Copies @src into @dst, replacing every NULL op with a -EOPNOTSUPP stub. */
 void ftcc_transport_fill_stubs(struct ftcc_transport_ops *dst,
