@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """torch.distributed allreduce over sizes, results checked; one process per NCCL "host".
 
-  python3 perf/gpu/bench_allreduce.py --mode ftcc|socket --so build/libnccl-net-ftcc.so -n 2
+  python3 perf/gpu/bench_allreduce.py --mode ftcc|net|socket --so build/libnccl-net-ftcc.so -n 2
 Prints one line per size: bytes, median time (us), busbw (GB/s), wrong elements.
 """
 import argparse
@@ -18,8 +18,13 @@ def worker(args):
     dist.init_process_group("nccl")
     torch.cuda.set_device(0)
     rank, n = dist.get_rank(), dist.get_world_size()
-    size = 8
+    sizes, size = [], 8
     while size <= args.max_bytes:
+        sizes.append(size)
+        size *= 4
+    if sizes[-1] != args.max_bytes:
+        sizes.append(args.max_bytes)
+    for size in sizes:
         count = size // 4
         x = torch.full((count,), float(rank + 1), device="cuda")
         want = float(n * (n + 1) // 2)
@@ -38,19 +43,21 @@ def worker(args):
         busbw = size * 2 * (n - 1) / n / med / 1e9
         if rank == 0:
             print(f"{size:>12} {med * 1e6:12.1f} {busbw:8.2f} {wrong}", flush=True)
-        size *= 4
     dist.destroy_process_group()
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["ftcc", "socket"], default="ftcc")
+    ap.add_argument("--mode", choices=["ftcc", "net", "socket"], default="ftcc",
+                    help="ftcc: its CollNet forced; net: NCCL's rings over ftcc's net plug-in; "
+                    "socket: NCCL's own socket transport")
     ap.add_argument("--so")
     ap.add_argument("-n", type=int, default=2)
     ap.add_argument("--max-bytes", type=int, default=1 << 30)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--port", type=int, default=29571)
+    ap.add_argument("--timeout", type=float, default=600, help="seconds for the whole run")
     ap.add_argument("--worker", action="store_true")
     args = ap.parse_args()
     if args.worker:
@@ -60,19 +67,30 @@ def main():
         env = dict(os.environ)
         env.update({"RANK": str(r), "WORLD_SIZE": str(args.n), "MASTER_ADDR": "127.0.0.1",
                     "MASTER_PORT": str(args.port), "NCCL_HOSTID": f"host-{r}",
-                    "NCCL_MNNVL_ENABLE": "0", "NCCL_SOCKET_IFNAME": "lo"})
-        if args.mode == "ftcc":
+                    "NCCL_MNNVL_ENABLE": "0", "NCCL_SOCKET_IFNAME": "lo",
+                    "NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "INFO")})
+        if args.mode in ("ftcc", "net"):
             env.update({"NCCL_NET_PLUGIN": os.path.abspath(args.so), "NCCL_NET": "ftcc",
-                        "NCCL_COLLNET_ENABLE": "1", "NCCL_ALGO": "allreduce:collnetchain",
                         "FTCC_SOCKET_IFNAME": "lo"})
+        if args.mode == "ftcc":
+            env.update({"NCCL_COLLNET_ENABLE": "1", "NCCL_ALGO": "allreduce:collnetchain"})
         else:
             env.update({"NCCL_NET_PLUGIN": "none", "NCCL_NET": "Socket"})
         procs.append(subprocess.Popen(
             [sys.executable, __file__, "--worker", "--max-bytes", str(args.max_bytes),
              "--iters", str(args.iters), "--warmup", str(args.warmup)], env=env))
+    # One rank failing leaves the others blocked in NCCL: end them all at the deadline.
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+        time.sleep(0.1)
     rc = 0
-    for p in procs:
-        rc |= p.wait(timeout=1800)
+    for r, p in enumerate(procs):
+        if p.poll() is None:
+            print(f"rank {r} still running after {args.timeout:.0f} s: killed", flush=True)
+            p.kill()
+            p.wait()
+            rc = 1
+        rc |= 1 if p.returncode else 0
     return rc
 
 

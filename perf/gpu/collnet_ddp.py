@@ -38,7 +38,8 @@ def main():
             "NCCL_HOSTID": f"host-{r}", "NCCL_MNNVL_ENABLE": "0",
             "NCCL_COLLNET_ENABLE": "1", "NCCL_ALGO": "allreduce:collnetchain",
             "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,COLL",
-            "FTCC_SOCKET_IFNAME": "lo", "FTCC_FAILURE_TIMEOUT_MS": "1000",
+            "NCCL_SOCKET_IFNAME": "lo", "FTCC_SOCKET_IFNAME": "lo",
+            "FTCC_FAILURE_TIMEOUT_MS": "1000",
         })
         log = open(os.path.join(args.logdir, f"rank{r}.log"), "w")
         logs.append(log)
