@@ -38,6 +38,13 @@ if(FTCC_HAVE_IB)
 	ftcc_add_verbs_lib(ftcc_ibemu ibemu ibemu.map)
 	# One verb only: the loader must refuse it.
 	ftcc_add_verbs_lib(ftcc_ibemu_partial ibemu_partial partial.map)
+	# CUDA's driver for the dma-buf of "GPU memory" that tests allocate (FTCC_CUDA_LIB).
+	add_library(ftcc_fakecuda SHARED tests/fakecuda/fakecuda.c)
+	set_target_properties(ftcc_fakecuda PROPERTIES
+		OUTPUT_NAME cuda VERSION 1 SOVERSION 1
+		LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fakecuda
+		C_VISIBILITY_PRESET hidden)
+	target_link_libraries(ftcc_fakecuda PRIVATE Threads::Threads)
 endif()
 
 # Adds test executable NAME from the given source directories.
@@ -51,9 +58,10 @@ function(ftcc_add_test name)
 	if(TARGET ftcc_ibemu)
 		target_compile_definitions(${name} PRIVATE
 			FTCC_IBEMU_PATH="$<TARGET_FILE:ftcc_ibemu>"
-			FTCC_IBEMU_PARTIAL_PATH="$<TARGET_FILE:ftcc_ibemu_partial>")
+			FTCC_IBEMU_PARTIAL_PATH="$<TARGET_FILE:ftcc_ibemu_partial>"
+			FTCC_FAKECUDA_PATH="$<TARGET_FILE:ftcc_fakecuda>")
 		target_include_directories(${name} SYSTEM PRIVATE ${FTCC_VERBS_INCLUDE_DIR})
-		add_dependencies(${name} ftcc_ibemu ftcc_ibemu_partial)
+		add_dependencies(${name} ftcc_ibemu ftcc_ibemu_partial ftcc_fakecuda)
 	endif()
 	add_test(NAME ${name} COMMAND ${name})
 endfunction()

@@ -161,8 +161,9 @@ ncclResult_t plugin_reg_mr(void *comm, void *data, size_t size, int type, void *
 	return plugin_result(conn->ops->reg_mr(conn, data, size, type, mhandle), "regMr");
 }
 
-/* Kept non-NULL although no transport advertises NCCL_PTR_DMABUF yet: the table is const and
- * properties are per device, and the stub op answers -EOPNOTSUPP (ncclInternalError). */
+/* Non-NULL in every table: the tables are const and properties are per device. A transport
+ * or device without dma-buf answers -EOPNOTSUPP (ncclInternalError); NCCL calls it only where
+ * getProperties offered NCCL_PTR_DMABUF. */
 ncclResult_t plugin_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
 				  int fd, void **mhandle)
 {

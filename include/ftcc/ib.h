@@ -121,6 +121,13 @@ int ib_qp_rts_attr(const struct ib_qp_params *p, struct ibv_qp_attr *attr);
  * both multiples of @page (a power of two). @size 0 still covers the page of @addr. */
 void ib_mr_pages(uintptr_t addr, size_t size, size_t page, uintptr_t *start, size_t *len);
 
+/* --- GPU memory ---------------------------------------------------------------------------- */
+
+/* Whether a peer-memory client for NVIDIA GPUs is loaded (nvidia-peermem, or the older
+ * nv_peer_mem), so that ibv_reg_mr takes a device pointer: one of the files NCCL looks for
+ * exists under @root (NULL: "", the real /sys). 1 or 0. */
+int ib_gdr_peermem_at(const char *root);
+
 /* --- speeds -------------------------------------------------------------------------------- */
 
 /* Link speed in Mb/s from ibv_port_attr's active_width and active_speed codes; 0 unknown. */

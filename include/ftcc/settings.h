@@ -57,6 +57,10 @@
 	  "transport of the net plug-in and the engine's data plane: auto (ib when an active "     \
 	  "HCA port exists, else tcp), ib or tcp")                                                 \
 	X(IBVERBS_LIB, STR, "", 0, 0, "libibverbs to load at run time; empty = libibverbs.so.1")   \
+	X(CUDA_LIB, STR, "", 0, 0,                                                                 \
+	  "CUDA driver to load at run time for the dma-buf of GPU memory; empty = libcuda.so.1")   \
+	X(IB_DMABUF, INT, 1, 0, 1,                                                                 \
+	  "register GPU memory on the HCA through dma-buf where it works; 0 = peer memory only")   \
 	X(IB_HCA, STR, "", 0, 0,                                                                   \
 	  "HCA ports to use, as NCCL_IB_HCA: name[:port],... ^ to exclude, = for exact names")     \
 	X(IB_GID_INDEX, INT, -1, -1, 255,                                                          \

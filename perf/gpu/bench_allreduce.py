@@ -69,13 +69,13 @@ def main():
                     "MASTER_PORT": str(args.port), "NCCL_HOSTID": f"host-{r}",
                     "NCCL_MNNVL_ENABLE": "0", "NCCL_SOCKET_IFNAME": "lo",
                     "NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "INFO")})
-        if args.mode in ("ftcc", "net"):
+        if args.mode == "socket":
+            env.update({"NCCL_NET_PLUGIN": "none", "NCCL_NET": "Socket"})
+        else:
             env.update({"NCCL_NET_PLUGIN": os.path.abspath(args.so), "NCCL_NET": "ftcc",
                         "FTCC_SOCKET_IFNAME": "lo"})
         if args.mode == "ftcc":
             env.update({"NCCL_COLLNET_ENABLE": "1", "NCCL_ALGO": "allreduce:collnetchain"})
-        else:
-            env.update({"NCCL_NET_PLUGIN": "none", "NCCL_NET": "Socket"})
         procs.append(subprocess.Popen(
             [sys.executable, __file__, "--worker", "--max-bytes", str(args.max_bytes),
              "--iters", str(args.iters), "--warmup", str(args.warmup)], env=env))

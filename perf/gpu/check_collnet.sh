@@ -44,7 +44,7 @@ bench() { # mode
 	echo "rc ${PIPESTATUS[0]}"
 	grep -h -m4 -iE 'collnet|NET/ftcc|Using network' "$d"/nccl.*.log | cut -c1-200
 	cat "$d"/status/* 2>/dev/null | grep -E '^(state|members|last_op|reason)'
-	pkill -9 -f perf/gpu/bench_allreduce.py
+	pkill -9 -f "[p]erf/gpu/bench_allreduce.py"
 }
 
 bench ftcc
@@ -58,6 +58,6 @@ for r in $(seq 0 $((N - 1))); do
 	echo "rank $r: $(grep -c '^step ' "$LOG/ddp/rank$r.log") hash lines," \
 		"last: $(grep '^step ' "$LOG/ddp/rank$r.log" | tail -1)"
 done
-pkill -9 -f perf/gpu/ddp_train.py
+pkill -9 -f "[p]erf/gpu/ddp_train.py"
 bench net
 bench socket

@@ -25,6 +25,7 @@ static void ib_setup(void)
 	setenv("FTCC_SOCKET_IFNAME", "lo", 1);
 	setenv("FTCC_TRANSPORT", "ib", 1);
 	setenv("FTCC_IBVERBS_LIB", FTCC_IBEMU_PATH, 1);
+	setenv("FTCC_CUDA_LIB", "/nonexistent/libcuda.so.1", 1); /* GPU memory: net_gpu */
 }
 
 TestSuite(net_ib, .init = ib_setup, .timeout = 120);
@@ -54,7 +55,7 @@ Test(net_ib, properties_of_both_link_layers)
 	cr_expect_str_eq(p.name, "mlx5_0");
 	cr_expect_eq(p.port, 1);
 	cr_expect_eq(p.speed, 100000, "4x EDR");
-	cr_expect_eq(p.ptrSupport, NCCL_PTR_HOST, "GPU memory is not offered unverified");
+	cr_expect_eq(p.ptrSupport, NCCL_PTR_HOST, "no CUDA driver: host memory only");
 	cr_expect_eq(p.maxRecvs, 8);
 	cr_expect_eq(p.maxP2pBytes, (size_t)1 << 31);
 	cr_assert_eq(abi_props(&net, 1, &p), ncclSuccess);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -459,13 +460,55 @@ EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int 
 	return ibv_reg_mr_iova2(pd, addr, len, (uint64_t)(uintptr_t)addr, (unsigned int)access);
 }
 
-/* No dma-buf here: a device without it answers EOPNOTSUPP (ibv_reg_mr(3)). */
+/* A dma-buf region: bytes [@off, @off + @len) of @fd, addressed from @iova. The emulator maps
+ * the fd itself (tests pass a memfd where a GPU driver would give a dma-buf), so what lands in
+ * the region is what the fd's owner sees. ibv_reg_mr(3): @off and @iova have the same page
+ * offset; only local write, remote write, read and atomic, and relaxed ordering are allowed.
+ * IBEMU_DMABUF=0 is a kernel or driver without dma-buf (EOPNOTSUPP, as the probe with fd -1
+ * sees it). */
 EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t off, size_t len, uint64_t iova,
 					int fd, int access)
 {
-	(void)pd, (void)off, (void)len, (void)iova, (void)fd, (void)access;
-	errno = EOPNOTSUPP;
-	return NULL;
+	const unsigned int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+				   IBV_ACCESS_RELAXED_ORDERING;
+	const char *env = getenv("IBEMU_DMABUF");
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), head = off % page;
+	struct ibv_mr *mr;
+	void *map;
+
+	if (env && strcmp(env, "0") == 0) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (fd < 0) {
+		errno = EBADF;
+		return NULL;
+	}
+	if (((unsigned int)access & ~known) || !len || head != iova % page || !iova ||
+	    ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	     !(access & IBV_ACCESS_LOCAL_WRITE))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	map = mmap(NULL, len + head, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)(off - head));
+	if (map == MAP_FAILED)
+		return NULL; /* errno from mmap: EBADF, ENODEV (not mappable), EACCES... */
+	mr = ibv_reg_mr_iova2(pd, (uint8_t *)map + head, len, (uint64_t)(uintptr_t)map + head,
+			      (unsigned int)access & ~IBV_ACCESS_RELAXED_ORDERING);
+	if (!mr) {
+		munmap(map, len + head);
+		return NULL;
+	}
+	struct emu_mr *m = (struct emu_mr *)mr;
+
+	pthread_mutex_lock(&emu.lock);
+	m->shift = (intptr_t)((uint8_t *)map + head) - (intptr_t)iova;
+	m->map = map;
+	m->map_len = len + head;
+	mr->addr = (void *)(uintptr_t)iova;
+	pthread_mutex_unlock(&emu.lock);
+	return mr;
 }
 
 /* Once this returns, no packet lands in the region (the agent holds the lock while it writes
@@ -482,9 +525,13 @@ EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 		pthread_mutex_unlock(&emu.lock);
 		return EINVAL;
 	}
-	*pp = (*pp)->next;
+	struct emu_mr *m = *pp;
+
+	*pp = m->next;
 	pthread_mutex_unlock(&emu.lock);
-	free(mr);
+	if (m->map)
+		munmap(m->map, m->map_len);
+	free(m);
 	return 0;
 }
 

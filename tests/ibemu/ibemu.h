@@ -13,8 +13,11 @@
  *
  * What differs from a real HCA (the tests must not rely on these): the emulated NIC stops
  * with its process (a SIGSTOPped responder neither acknowledges nor places data, where a real
- * HCA would do both); packets are never lost, reordered or corrupted; RDMA read, send,
- * atomics, SRQs and UD are not implemented (posting them returns EOPNOTSUPP).
+ * HCA would do both); packets are never lost, reordered or corrupted; send, atomics, SRQs and
+ * UD are not implemented (posting them returns EOPNOTSUPP), nor is RDMA read, except on a
+ * queue pair connected to itself with nothing else in flight (the flush of GPU memory), where
+ * it is carried out at once. A dma-buf region is the emulator's own mapping of the fd (a memfd
+ * stands in for a GPU's dma-buf in tests).
  */
 #ifndef FTCC_IBEMU_H
 #define FTCC_IBEMU_H
@@ -89,10 +92,14 @@ struct emu_pd {
 	struct ibv_pd pd; /* first */
 };
 
-/* A memory region; keys are unique per context. */
+/* A memory region; keys are unique per context. Addresses in work requests are the MR's
+ * (iova for a dma-buf region); host = address + shift. */
 struct emu_mr {
 	struct ibv_mr mr; /* first */
 	int access;
+	intptr_t shift; /* 0, except for a dma-buf region: where the emulator mapped the fd */
+	void *map;	/* that mapping (munmap at deregistration), or NULL */
+	size_t map_len;
 	struct emu_mr *next;
 };
 
@@ -128,7 +135,7 @@ struct emu_qp {
 	struct ibv_qp_cap cap;
 	int sq_sig_all;
 	/* attributes from modify_qp */
-	int port, access, path_mtu, timeout, retry_cnt, rnr_retry, min_rnr_timer;
+	int port, access, path_mtu, timeout, retry_cnt, rnr_retry, min_rnr_timer, max_rd_atomic;
 	uint32_t dest_qpn, rq_psn, sq_psn;
 	uint16_t dlid; /* peer LID (RoCE: decoded from the destination GID) */
 	/* send queue: swr[0..nswr) in order; [0..nsent) are on the wire */
@@ -193,8 +200,10 @@ struct emu_state {
 
 extern struct emu_state emu;
 
-/* The test hook (see ibemu_net.c); tests reach it with dlsym. */
+/* The test hooks (see ibemu_fault.c); tests reach them with dlsym. */
 int ftcc_ibemu_inject(const char *what);
+/* RDMA reads carried out so far in this process (the flushes of GPU memory). */
+unsigned long ftcc_ibemu_reads(void);
 void emu_inject_locked(const char *what);
 /* IBEMU_CUT_DIR: a cut of this process's port (a blackout while it lasts), checked every 10 ms
  * by the agent; whether link @l is cut from this side now (nothing may be written on it). */

@@ -211,7 +211,7 @@ static void on_write(struct emu_link *l)
 			emu_ctx_async(c, IBV_EVENT_QP_ACCESS_ERR, NULL);
 			return;
 		}
-		l->in_dst = (uint8_t *)(uintptr_t)p->raddr;
+		l->in_dst = (uint8_t *)(uintptr_t)(p->raddr + (uint64_t)m->shift);
 	}
 	l->in_qp = q;
 	l->in_status = EMU_ACK_OK;
@@ -311,7 +311,8 @@ static void link_read(struct emu_link *l)
 			if (l->in_dst) {
 				struct emu_mr *m = emu_mr_by_rkey(l->ctx, l->in.rkey);
 				if (!m || (uint64_t)(uintptr_t)l->in_dst + l->in_left >
-						  (uint64_t)(uintptr_t)m->mr.addr + m->mr.length) {
+						  (uint64_t)(uintptr_t)m->mr.addr +
+							  (uint64_t)m->shift + m->mr.length) {
 					l->in_dst = NULL;
 					l->in_qp = NULL;
 					l->in_status = EMU_NAK_ACCESS;

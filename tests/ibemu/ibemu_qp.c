@@ -232,6 +232,8 @@ EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		q->access = (int)a->qp_access_flags;
 	if (mask & IBV_QP_PATH_MTU)
 		q->path_mtu = (int)a->path_mtu;
+	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
+		q->max_rd_atomic = a->max_rd_atomic;
 	if (mask & IBV_QP_DEST_QPN)
 		q->dest_qpn = a->dest_qp_num;
 	if (mask & IBV_QP_RQ_PSN)
@@ -378,6 +380,8 @@ static int swr_fill(struct emu_qp *q, const struct ibv_send_wr *wr, struct emu_s
 		if (!m || m->mr.pd != q->qp.pd || s->addr < (uint64_t)(uintptr_t)m->mr.addr ||
 		    s->addr + s->length > (uint64_t)(uintptr_t)m->mr.addr + m->mr.length)
 			w->bad_lkey = 1;
+		else
+			w->sge[i].addr += (uint64_t)m->shift; /* where the bytes are read from */
 	}
 	if (w->len > (1ull << 31))
 		return EINVAL;
@@ -395,6 +399,89 @@ static int swr_fill(struct emu_qp *q, const struct ibv_send_wr *wr, struct emu_s
 	return 0;
 }
 
+static unsigned long reads_done; /* under emu.lock */
+
+EXPORT unsigned long ftcc_ibemu_reads(void)
+{
+	pthread_mutex_lock(&emu.lock);
+	unsigned long n = reads_done;
+	pthread_mutex_unlock(&emu.lock);
+	return n;
+}
+
+/* Whether [@addr, @addr + @len) lies in @m (addresses as the MR's). */
+static int mr_covers(const struct emu_mr *m, uint64_t addr, uint64_t len)
+{
+	uint64_t base = (uint64_t)(uintptr_t)m->mr.addr;
+
+	return addr >= base && len <= m->mr.length && addr - base <= m->mr.length - len;
+}
+
+/* An RDMA read on a queue pair connected to itself, with nothing else in flight: carried out
+ * at once, with the checks of both ends (the responder's QP and MR allow remote read; the
+ * requester's MR allows local write, as the target of a read must). A read to another queue
+ * pair is not emulated. Caller holds emu.lock. */
+static int read_loopback(struct emu_qp *q, const struct ibv_send_wr *wr)
+{
+	struct emu_ctx *c = (struct emu_ctx *)q->qp.context;
+	struct ibv_wc wc = { .wr_id = wr->wr_id, .qp_num = q->qp.qp_num };
+	int signaled = q->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+	uint64_t len = 0, raddr = wr->wr.rdma.remote_addr;
+	struct emu_mr *rm = emu_mr_by_rkey(c, wr->wr.rdma.rkey);
+
+	if (q->dest_qpn != q->qp.qp_num || q->dlid != c->lid || q->nswr)
+		return EOPNOTSUPP;
+	if (wr->num_sge < 0 || wr->num_sge > (int)q->cap.max_send_sge || q->max_rd_atomic < 1 ||
+	    (wr->send_flags & ~(unsigned int)(IBV_SEND_SIGNALED | IBV_SEND_FENCE)))
+		return EINVAL;
+	if (q->unsig_acked + 1 >= (int)q->cap.max_send_wr && !signaled)
+		return ENOMEM;
+	wc.status = IBV_WC_SUCCESS;
+	for (int i = 0; i < wr->num_sge; i++) {
+		const struct ibv_sge *s = &wr->sg_list[i];
+		struct emu_mr *m = emu_mr_by_lkey(c, s->lkey);
+
+		len += s->length;
+		if (!m || m->mr.pd != q->qp.pd || !(m->access & IBV_ACCESS_LOCAL_WRITE) ||
+		    !mr_covers(m, s->addr, s->length))
+			wc.status = IBV_WC_LOC_PROT_ERR;
+	}
+	if (wc.status == IBV_WC_SUCCESS &&
+	    (!rm || rm->mr.pd != q->qp.pd || !(rm->access & IBV_ACCESS_REMOTE_READ) ||
+	     !(q->access & IBV_ACCESS_REMOTE_READ) || !mr_covers(rm, raddr, len)))
+		wc.status = IBV_WC_REM_ACCESS_ERR;
+	if (!c->port_up)
+		wc.status = IBV_WC_RETRY_EXC_ERR; /* nothing leaves or loops back through it */
+	if (q->qp.state == IBV_QPS_ERR)
+		wc.status = IBV_WC_WR_FLUSH_ERR;
+	if (wc.status != IBV_WC_SUCCESS) {
+		wc.opcode = (enum ibv_wc_opcode)EMU_GARBAGE_OPCODE;
+		emu_cq_push((struct emu_cq *)q->qp.send_cq, &wc);
+		if (q->qp.state != IBV_QPS_ERR)
+			emu_qp_fail(q, IBV_WC_SUCCESS);
+		return 0;
+	}
+	for (int i = 0; i < wr->num_sge; i++) {
+		const struct ibv_sge *s = &wr->sg_list[i];
+		struct emu_mr *m = emu_mr_by_lkey(c, s->lkey);
+
+		memmove((void *)(uintptr_t)(s->addr + (uint64_t)m->shift),
+			(const void *)(uintptr_t)(raddr + (uint64_t)rm->shift), s->length);
+		raddr += s->length;
+	}
+	reads_done++;
+	if (signaled) {
+		wc.opcode = IBV_WC_RDMA_READ;
+		wc.byte_len = (uint32_t)len;
+		emu_cq_push((struct emu_cq *)q->qp.send_cq, &wc);
+		q->unsig_acked = 0;
+	} else {
+		q->unsig_acked++;
+	}
+	q->progress_ns = emu_now_ns();
+	return 0;
+}
+
 int emu_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
 	struct emu_qp *q = (struct emu_qp *)qp;
@@ -406,6 +493,12 @@ int emu_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr 
 	for (; wr && !err; wr = wr->next) {
 		struct emu_swr w;
 
+		if (wr->opcode == IBV_WR_RDMA_READ) {
+			err = read_loopback(q, wr);
+			if (err)
+				break;
+			continue;
+		}
 		err = swr_fill(q, wr, &w);
 		if (err)
 			break;

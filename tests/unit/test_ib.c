@@ -5,7 +5,10 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef FTCC_HAVE_IB
 #include <infiniband/verbs.h>
@@ -249,6 +252,31 @@ Test(ib, port_speed)
 	cr_expect_eq(ib_port_speed_mbps(16, 64), 100000, "2x HDR");
 	cr_expect_eq(ib_port_speed_mbps(3, 32), 0, "unknown width");
 	cr_expect_eq(ib_port_speed_mbps(2, 3), 0, "unknown speed");
+}
+
+/* A peer-memory client shows by any one of the files NCCL looks for. */
+Test(ib, peermem_detection)
+{
+	static const char *const files[] = { "sys/kernel/mm/memory_peers/nv_mem/version",
+					     "sys/kernel/mm/memory_peers/nv_mem_nc/version",
+					     "sys/module/nvidia_peermem/version" };
+	char root[] = "/tmp/ftcc-peermem-XXXXXX", cmd[256], path[256];
+
+	cr_assert(mkdtemp(root));
+	cr_expect_eq(ib_gdr_peermem_at(root), 0, "an empty tree has none");
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(cmd, sizeof(cmd), "mkdir -p $(dirname %s/%s)", root, files[i]);
+		cr_assert_eq(system(cmd), 0);
+		snprintf(path, sizeof(path), "%s/%s", root, files[i]);
+		FILE *f = fopen(path, "w");
+		cr_assert(f);
+		fclose(f);
+		cr_expect_eq(ib_gdr_peermem_at(root), 1, "%s", files[i]);
+		unlink(path);
+		cr_expect_eq(ib_gdr_peermem_at(root), 0, "%s removed", files[i]);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	cr_assert_eq(system(cmd), 0);
 }
 
 #endif

@@ -13,7 +13,7 @@
 #include "ftcc/log.h"
 #include "ib_int.h"
 
-static const char *wc_status_str(enum ibv_wc_status st)
+const char *ib_wc_status_str(enum ibv_wc_status st)
 {
 	switch (st) {
 	case IBV_WC_RETRY_EXC_ERR:
@@ -123,14 +123,14 @@ void ib_handle_wc(struct ib_conn *c, const struct ibv_wc *wc, bool draining)
 		     wc->status == IBV_WC_REM_ACCESS_ERR || wc->status == IBV_WC_REM_INV_REQ_ERR) &&
 		    c->misuse_errs++ > 0) {
 			ib_conn_fail(c, -EINVAL, "work request failed again (%s)",
-				     wc_status_str(wc->status));
+				     ib_wc_status_str(wc->status));
 			return;
 		}
 		/* The rebuild waits for the end of the batch: what else it holds still counts. */
 		if (!draining && !c->rebuild_why[0])
 			snprintf(c->rebuild_why, sizeof(c->rebuild_why),
 				 "work request failed (%s, vendor error 0x%x)",
-				 wc_status_str(wc->status), wc->vendor_err);
+				 ib_wc_status_str(wc->status), wc->vendor_err);
 		return;
 	}
 	/* Something of this generation got through. On the receive side that ends the

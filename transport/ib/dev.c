@@ -154,6 +154,7 @@ static int dev_add_ports(struct ibv_device *dev, struct ib_dev *devs, int n, int
 		if (fl >= 0)
 			fcntl(d->ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
 		pthread_mutex_init(&d->mr_lock, NULL);
+		ib_gdr_probe(d);
 		dev_sysfs(d);
 		ftcc_info("ib: device %d: %s port %d, %s, lid %u, GID index %d, %d Mb/s", n + added,
 			  d->name, port, d->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "IB",
@@ -184,6 +185,8 @@ int ib_dev_discover(struct ib_dev *devs, int max)
 
 void ib_dev_close(struct ib_dev *d)
 {
+	ib_gdr_close(d);
+	pthread_mutex_destroy(&d->flush_lock);
 	pthread_mutex_lock(&d->mr_lock);
 	for (int i = 0; i < d->nmrs; i++)
 		ibv.dereg_mr(d->mrs[i].mr);
@@ -244,8 +247,10 @@ static int mr_table_room(struct ib_dev *d)
 	return 0;
 }
 
-int ib_mr_get(struct ib_dev *d, void *data, size_t size, struct ibv_mr **out)
+int ib_mr_get(struct ib_dev *d, void *data, size_t size, int type, struct ibv_mr **out)
 {
+	const int access =
+		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 	long page = sysconf(_SC_PAGESIZE);
 	uintptr_t start;
 	size_t len;
@@ -256,7 +261,8 @@ int ib_mr_get(struct ib_dev *d, void *data, size_t size, struct ibv_mr **out)
 	for (int i = 0; i < d->nmrs; i++) {
 		struct ib_mr_entry *e = &d->mrs[i];
 
-		if (e->len && e->start <= start && start + len <= e->start + e->len) {
+		if (e->len && e->type == type && e->start <= start &&
+		    start + len <= e->start + e->len) {
 			e->refs++;
 			*out = e->mr;
 			goto out;
@@ -266,16 +272,18 @@ int ib_mr_get(struct ib_dev *d, void *data, size_t size, struct ibv_mr **out)
 		rc = -ENOMEM;
 		goto out;
 	}
-	struct ibv_mr *mr = ibv.reg_mr(d->pd, (void *)start, len,
-				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-					       IBV_ACCESS_REMOTE_READ);
+	errno = 0;
+	struct ibv_mr *mr = type == FTCC_PTR_CUDA ? ib_gdr_reg(d, start, len, access) :
+						    ibv.reg_mr(d->pd, (void *)start, len, access);
 	if (!mr) {
 		rc = errno ? -errno : -EIO;
-		ftcc_warn("ib: ibv_reg_mr of %zu bytes on %s failed: %s", len, d->name,
-			  strerror(-rc));
+		ftcc_warn("ib: registering %zu bytes of %s memory on %s failed: %s", len,
+			  type == FTCC_PTR_CUDA ? "GPU" : "host", d->name, strerror(-rc));
 		goto out;
 	}
-	d->mrs[d->nmrs++] = (struct ib_mr_entry){ .start = start, .len = len, .refs = 1, .mr = mr };
+	d->mrs[d->nmrs++] = (struct ib_mr_entry){
+		.start = start, .len = len, .refs = 1, .type = type, .mr = mr
+	};
 	*out = mr;
 out:
 	pthread_mutex_unlock(&d->mr_lock);
@@ -298,14 +306,29 @@ void ib_mr_put(struct ib_dev *d, struct ibv_mr *mr)
 	pthread_mutex_unlock(&d->mr_lock);
 }
 
-int ib_mr_track(struct ib_dev *d, struct ibv_mr *mr)
+int ib_mr_track(struct ib_dev *d, struct ibv_mr *mr, int type)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&d->mr_lock);
 	rc = mr_table_room(d);
 	if (!rc)
-		d->mrs[d->nmrs++] = (struct ib_mr_entry){ .refs = 1, .mr = mr };
+		d->mrs[d->nmrs++] = (struct ib_mr_entry){ .refs = 1, .type = type, .mr = mr };
 	pthread_mutex_unlock(&d->mr_lock);
 	return rc;
+}
+
+int ib_mr_is_gpu(struct ib_dev *d, const struct ibv_mr *mr)
+{
+	int gpu = 0;
+
+	pthread_mutex_lock(&d->mr_lock);
+	for (int i = 0; i < d->nmrs; i++) {
+		if (d->mrs[i].mr == mr) {
+			gpu = d->mrs[i].type == FTCC_PTR_CUDA;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&d->mr_lock);
+	return gpu;
 }

@@ -43,9 +43,8 @@ static int ib_get_properties(int dev, struct ftcc_dev_props *p)
 	p->name = d->name;
 	p->pci_path = d->pci_path[0] ? d->pci_path : NULL;
 	p->guid = d->guid;
-	/* Host memory only for now: GPU memory needs dma-buf or peer-memory registration and
-	 * a flush, which are not verified without hardware. */
-	p->ptr_support = FTCC_PTR_HOST;
+	/* GPU memory where dma-buf or peer memory works on this host (gdr.c). */
+	p->ptr_support = ib_gdr_ptr_support(d);
 	p->speed_mbps = d->speed_mbps;
 	p->port = d->port;
 	p->latency_us = 0;
@@ -199,9 +198,11 @@ static int ib_reg_mr(struct ftcc_conn *base, void *data, size_t size, int type, 
 	int rc;
 
 	*mh = NULL;
-	if (type != FTCC_PTR_HOST)
+	if (type != FTCC_PTR_HOST && type != FTCC_PTR_CUDA)
+		return -EINVAL;
+	if (type == FTCC_PTR_CUDA && !(ib_gdr_ptr_support(c->dev) & FTCC_PTR_CUDA))
 		return -EOPNOTSUPP;
-	rc = ib_mr_get(c->dev, data, size, &mr);
+	rc = ib_mr_get(c->dev, data, size, type, &mr);
 	if (!rc)
 		*mh = mr;
 	return rc;
@@ -214,15 +215,23 @@ static int ib_reg_mr_dmabuf(struct ftcc_conn *base, void *data, size_t size, int
 	struct ibv_mr *mr;
 
 	*mh = NULL;
-	(void)type;
-	if (!ibv.reg_dmabuf_mr)
+	if (type != FTCC_PTR_HOST && type != FTCC_PTR_CUDA)
+		return -EINVAL;
+	if (!(c->dev->gpu & IB_GPU_DMABUF))
 		return -EOPNOTSUPP;
+	errno = 0;
 	mr = ibv.reg_dmabuf_mr(c->dev->pd, offset, size, (uintptr_t)data, fd,
 			       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 				       IBV_ACCESS_REMOTE_READ);
-	if (!mr)
-		return errno ? -errno : -EIO;
-	if (ib_mr_track(c->dev, mr)) {
+	if (!mr) {
+		int rc = errno ? -errno : -EIO;
+
+		ftcc_warn(
+			"ib: ibv_reg_dmabuf_mr of %zu bytes (fd %d, offset %llu) on %s failed: %s",
+			size, fd, (unsigned long long)offset, c->dev->name, strerror(-rc));
+		return rc;
+	}
+	if (ib_mr_track(c->dev, mr, type)) {
 		ibv.dereg_mr(mr);
 		return -ENOMEM;
 	}
@@ -241,21 +250,59 @@ static int ib_dereg_mr(struct ftcc_conn *base, void *mh)
 
 static struct ib_req flushed = { .state = IBR_DONE };
 
-static int ib_iflush(struct ftcc_conn *c, int n, void **data, const int *sizes, void **mh,
+/* NCCL flushes a receive into GPU memory before its kernel reads it: one read through the
+ * HCA of the batch's last non-empty buffer (gdr.c). Host memory has nothing to flush. */
+static int ib_iflush(struct ftcc_conn *base, int n, void **data, const int *sizes, void **mh,
 		     struct ftcc_req **req)
 {
-	(void)c, (void)n, (void)data, (void)sizes, (void)mh;
-	*req = (struct ftcc_req *)&flushed; /* host memory: nothing to flush */
-	return 0;
+	struct ib_conn *c = (struct ib_conn *)base;
+	struct ib_req *r = NULL;
+	uint64_t id = 0;
+	int last = -1, rc;
+
+	*req = (struct ftcc_req *)&flushed;
+	for (int i = 0; i < n; i++) {
+		if (sizes[i] > 0 && mh && mh[i])
+			last = i;
+	}
+	if (last < 0 || !ib_mr_is_gpu(c->dev, mh[last]))
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	for (int i = 0; i < FTCC_MAX_REQUESTS && !r; i++) {
+		if (c->flushes[i].state == IBR_FREE)
+			r = &c->flushes[i];
+	}
+	rc = r ? ib_gdr_flush_post(c->dev, data[last], mh[last], &id) : -EAGAIN;
+	if (!rc) {
+		*r = (struct ib_req){ .conn = c, .state = IBR_ACTIVE, .flush_id = id };
+		*req = (struct ftcc_req *)r;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (rc)
+		*req = NULL;
+	/* Never EOPNOTSUPP here: the plug-in would read it as "nothing to flush". */
+	return rc == -EAGAIN ? rc : rc ? -EIO : 0;
 }
 
-static int ib_test_any(struct ftcc_req *r, int *done, size_t *sizes)
+static int ib_test_any(struct ftcc_req *base, int *done, size_t *sizes)
 {
-	if (r == (struct ftcc_req *)&flushed) {
+	struct ib_req *r = (struct ib_req *)base;
+
+	if (base == (struct ftcc_req *)&flushed) {
 		*done = 1;
 		return 0;
 	}
-	return ib_test(r, done, sizes);
+	if (r->flush_id) {
+		int rc = ib_gdr_flush_test(r->conn->dev, r->flush_id, done);
+
+		if (*done || rc) {
+			pthread_mutex_lock(&r->conn->lock);
+			r->state = IBR_FREE;
+			pthread_mutex_unlock(&r->conn->lock);
+		}
+		return rc;
+	}
+	return ib_test(base, done, sizes);
 }
 
 static int ib_close_conn(struct ftcc_conn *base)

@@ -85,8 +85,19 @@ struct ib_mr_entry {
 	uintptr_t start;
 	size_t len; /* 0 for a dma-buf registration: never shared, only found by its MR */
 	int refs;
+	int type; /* FTCC_PTR_HOST or FTCC_PTR_CUDA: what the pages are */
 	struct ibv_mr *mr;
 };
+
+/* Where one flush reads: an address of GPU memory and its MR's rkey. */
+struct ib_flush_target {
+	uint64_t addr;
+	uint32_t rkey;
+};
+
+/* What GPU memory a device registers (ib_dev.gpu). */
+#define IB_GPU_DMABUF 1	 /* ibv_reg_dmabuf_mr works */
+#define IB_GPU_PEERMEM 2 /* a peer-memory client: ibv_reg_mr takes device pointers */
 
 /* One usable HCA port. Owned by the engine; lives until the last fini. */
 struct ib_dev {
@@ -108,6 +119,19 @@ struct ib_dev {
 	pthread_mutex_t mr_lock;
 	struct ib_mr_entry *mrs;
 	int nmrs, cap_mrs;
+	int gpu; /* IB_GPU_*, probed at discovery */
+	/* The flush of GPU memory (gdr.c): a queue pair connected to itself, made at the first
+	 * flush, reading one byte into flush_host; repaired after an error. Under flush_lock. */
+	pthread_mutex_t flush_lock;
+	struct ibv_cq *flush_cq;
+	struct ibv_qp *flush_qp;
+	struct ibv_mr *flush_mr;
+	void *flush_host;		    /* a page of its own (fork-safe registration) */
+	struct ib_flush_target *flush_ring; /* read id's target at id % its depth */
+	uint64_t flush_posted, flush_done;  /* reads posted and completed (in order) */
+	uint64_t flush_broken_ns;	    /* since when its queue pair is being repaired; 0 */
+	uint64_t flush_retry_ns;	    /* the repair's next attempt, not before */
+	int flush_err;			    /* sticky: flushes on this device fail */
 };
 
 /* Discovers devices into @devs (at most IB_DEV_MAX): active ports passing FTCC_IB_HCA, with
@@ -117,11 +141,30 @@ int ib_dev_discover(struct ib_dev *devs, int max);
 void ib_dev_close(struct ib_dev *d);
 /* Reads and acknowledges the pending async events of @d (non-blocking); logs them. */
 void ib_dev_poll_events(struct ib_dev *d);
-/* Cached registration of [@data, @data + @size) on @d; *mr on success. */
-int ib_mr_get(struct ib_dev *d, void *data, size_t size, struct ibv_mr **mr);
+/* Cached registration of [@data, @data + @size) on @d, host memory or GPU memory (@type
+ * FTCC_PTR_HOST or FTCC_PTR_CUDA); *mr on success. */
+int ib_mr_get(struct ib_dev *d, void *data, size_t size, int type, struct ibv_mr **mr);
+/* Whether @mr, registered on @d, holds GPU memory (1 or 0). */
+int ib_mr_is_gpu(struct ib_dev *d, const struct ibv_mr *mr);
 void ib_mr_put(struct ib_dev *d, struct ibv_mr *mr);
-/* Keeps @mr (a dma-buf registration) in @d's table so that ib_mr_put finds it. */
-int ib_mr_track(struct ib_dev *d, struct ibv_mr *mr);
+/* Keeps @mr (a dma-buf registration of @type memory) in @d's table so that ib_mr_put finds
+ * it. */
+int ib_mr_track(struct ib_dev *d, struct ibv_mr *mr, int type);
+/* gdr.c: GPU memory. */
+/* Finds what GPU memory @d can register (d->gpu) and readies its flush; at discovery. */
+void ib_gdr_probe(struct ib_dev *d);
+/* getProperties' ptrSupport of @d: host, plus CUDA and dma-buf where they work. */
+int ib_gdr_ptr_support(const struct ib_dev *d);
+/* Registers the GPU pages [@start, @start + @len): dma-buf, else peer memory. NULL with errno
+ * (EOPNOTSUPP: neither works here). Caller holds d->mr_lock. */
+struct ibv_mr *ib_gdr_reg(struct ib_dev *d, uintptr_t start, size_t len, int access);
+/* Posts the flush of a receive into @data (GPU memory registered as @mr): *id to test. 0,
+ * -EAGAIN (too many in flight), or -EIO (the flush is broken on this device). */
+int ib_gdr_flush_post(struct ib_dev *d, void *data, const struct ibv_mr *mr, uint64_t *id);
+/* Whether flush @id completed (*done); 0 or -EIO. */
+int ib_gdr_flush_test(struct ib_dev *d, uint64_t id, int *done);
+/* Destroys the flush's queue pair, CQ and MR. */
+void ib_gdr_close(struct ib_dev *d);
 
 enum ib_conn_state {
 	IBC_DIAL = 1,	  /* connector: side channel forward leg connecting */
@@ -147,11 +190,12 @@ struct ib_cts {
 
 enum ib_req_state { IBR_FREE = 0, IBR_ACTIVE, IBR_DONE };
 
-/* One isend or irecv. Lives in its connection's array. */
+/* One isend, irecv or iflush. Lives in its connection's arrays. */
 struct ib_req {
 	struct ib_conn *conn;
 	int state;
 	bool is_send;
+	uint64_t flush_id; /* an iflush of GPU memory: the device's flush to wait for; 0 none */
 	uint64_t seq;
 	/* send */
 	void *data;
@@ -246,6 +290,7 @@ struct ib_conn {
 	uint64_t head;	   /* send: next slot to match; recv: next slot to post */
 	uint64_t done_seq; /* recv: first slot not complete */
 	struct ib_req reqs[FTCC_MAX_REQUESTS];
+	struct ib_req flushes[FTCC_MAX_REQUESTS]; /* iflush: never short of a request */
 };
 
 /* A listen endpoint: a TCP listen for the side channel and the connections it produced. */
@@ -319,5 +364,6 @@ int ib_isend(struct ftcc_conn *base, void *data, size_t size, int tag, void *mh,
 int ib_irecv(struct ftcc_conn *base, int n, void **data, const size_t *sizes, const int *tags,
 	     void **mh, struct ftcc_req **req);
 int ib_test(struct ftcc_req *r, int *done, size_t *sizes);
+const char *ib_wc_status_str(enum ibv_wc_status st);
 
 #endif

@@ -5,8 +5,10 @@
  */
 #include <errno.h>
 #include <infiniband/verbs.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ftcc/ib.h"
 
@@ -77,6 +79,21 @@ int ib_hca_match(const char *filter, const char *dev, int port)
 	if (!any)
 		return exclude; /* "^" excludes nothing; "=" includes nothing */
 	return exclude ? !hit : hit;
+}
+
+int ib_gdr_peermem_at(const char *root)
+{
+	static const char *const files[] = { "/sys/kernel/mm/memory_peers/nv_mem/version",
+					     "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
+					     "/sys/module/nvidia_peermem/version" };
+	char path[512];
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s%s", root ? root : "", files[i]);
+		if (access(path, F_OK) == 0)
+			return 1;
+	}
+	return 0;
 }
 
 int ib_gid_is_zero(const uint8_t *raw)
