@@ -83,10 +83,12 @@ struct dp_xs {
 	struct ftcc_req *r_req[DPX_SLOTS];
 	size_t r_len, r_off;
 	int r_have;
-	int err;	     /* sticky: the transport's error, or the TCP connection's end */
-	int64_t eof_ns;	     /* the TCP connection ended then (0: not seen) */
-	int64_t start_ns;    /* the set-up began (dpx_start) */
-	int64_t fd_check_ns; /* the TCP connection was last looked at */
+	int err;		  /* sticky: the transport's error, or the TCP connection's end */
+	int64_t eof_ns;		  /* the TCP connection ended then (0: not seen) */
+	int64_t start_ns;	  /* the set-up began (dpx_start) */
+	uint8_t my_say, peer_say; /* each end's byte after its handle (dp_xport.c), 0 not yet */
+	int up;			  /* this end's stream is up (its receives posted) */
+	int64_t fd_check_ns;	  /* the TCP connection was last looked at */
 };
 
 /* One TCP connection with one peer (or a not yet identified accepted socket). Owned by the
@@ -182,6 +184,7 @@ struct dp {
 	int local_err;	  /* a local failure on a path no call waited on (-errno): the next
 			  * dp_progress() returns it */
 	int mixed_warned; /* a member without a stream was logged */
+	int tcp_warned;	  /* a stream that did not come up was logged */
 	uint8_t scratch[DP_SCRATCH];
 };
 
@@ -260,9 +263,11 @@ int dp_conn_peekable(const struct dp_peer_ent *pe);
 /* Starts the handle exchange of @c (HELLOs done): listens and sends the handle. DPC_XPORT, 0,
  * or -errno (a local failure; @c unchanged). */
 int dpx_start(struct dp *dp, struct dp_conn *c, int64_t now);
-/* Moves @c's handle exchange and transport connections on. 1 when the stream is up (@c is
- * DPC_READY), 0 not yet, -ENOMEM for a local failure (buffers, registration: this member's
- * fault, not the link's), or another -errno (-ETIMEDOUT still not up past c->deadline_ns). */
+/* Moves @c's handle exchange and transport connections on. 1 when @c is DPC_READY: over the
+ * stream, or over its socket (c->xs NULL) when a stream did not come up by c->deadline_ns or
+ * failed to; 0 not yet; -ENOMEM for a local failure (buffers, registration: this member's
+ * fault, not the link's); another -errno when the TCP connection failed or the peer did not
+ * say how it goes on within another cut_ns (-ETIMEDOUT). */
 int dpx_step(struct dp *dp, struct dp_conn *c, int64_t now);
 /* Moves every connection in DPC_XPORT on, wanted by the call or not: the peer waits on this
  * side's accept as much as on its own. */

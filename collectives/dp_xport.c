@@ -2,7 +2,10 @@
 /* Data plane connections over a transport of the ops table (FTCC_TRANSPORT picked ib). The TCP
  * connection and its HELLOs stay as they are (rendezvous, incarnations, strangers); then each
  * end opens a transport listen endpoint, sends its handle on the TCP connection, connects to the
- * other's handle and accepts the other's connection. From then on the frames of dp_frame.c
+ * other's handle and accepts the other's connection, and says in one byte whether its stream
+ * came up. A stream that does not come up in time (a loaded host, an HCA or fabric fault while
+ * the TCP path works) is no failure: the pair moves its frames over its TCP connection instead,
+ * with a WARN. Once both streams are up, the frames of dp_frame.c
  * travel as a byte stream over that pair: the sender copies the stream into registered slots,
  * one message each; the receiver keeps a receive posted in each of its slots and copies out in
  * order. The copies make a frame's buffers the caller's again the moment dp has taken them, as
@@ -18,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -44,10 +48,9 @@ int dpx_start(struct dp *dp, struct dp_conn *c, int64_t now)
 	c->xs = xs;
 	c->state = DPC_XPORT;
 	xs->start_ns = now;
-	/* as a TCP attempt's: half the failure timeout, after which the connector reports the
-	 * peer unreachable and both ends report the link, so that the membership weighs a member
-	 * whose transport cannot connect at all by all its links at once (a stream that comes up
-	 * meanwhile is taken, however late: see step) */
+	/* half the failure timeout for this end's stream to come up, else the pair falls back to
+	 * TCP; the peer's byte may take another half, as a HELLO's answer, after which the attempt
+	 * fails as a TCP attempt that got no answer (dpx_step) */
 	c->deadline_ns = now + dp->cut_ns;
 	dp->nxport++;
 	return 0;
@@ -78,18 +81,49 @@ static int xport_handles(struct dp_conn *c)
 	return 1;
 }
 
-/* After the handles nothing comes on the TCP connection: its end (the peer gave up or closed)
- * or a byte (out of step) fails the stream. 0 or -errno. */
-static int xport_tcp_check(struct dp_conn *c)
-{
-	uint8_t b;
-	ssize_t n = recv(c->fd, &b, 1, MSG_DONTWAIT);
+/* Each end says once, in one byte after its handle, whether its stream is up ('I': its
+ * receives are posted) or not ('T': not up within c->deadline_ns, a transport error, or the
+ * peer said 'T'). The pair moves frames over the stream when both said 'I', else over the TCP
+ * connection, right after the byte: both ends see both bytes, so they never disagree. */
+#define DPX_SAY_IB 'I'
+#define DPX_SAY_TCP 'T'
 
+/* Reads the peer's byte once its handle is in. 0 (read or not there yet) or -errno. */
+static int xport_hear(struct dp_conn *c)
+{
+	struct dp_xs *xs = c->xs;
+	uint8_t b;
+	ssize_t n;
+
+	if (xs->peer_say || xs->hin_off < FTCC_HANDLE_SIZE)
+		return 0;
+	n = ftcc_sys_recv(c->fd, &b, 1);
 	if (n == 0)
 		return -ECONNRESET;
-	if (n > 0)
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -errno;
+	if (b != DPX_SAY_IB && b != DPX_SAY_TCP)
 		return -EPROTO;
-	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -errno;
+	xs->peer_say = b;
+	return 0;
+}
+
+/* Sends this end's byte (after the handle, which is out). 0 or -errno. */
+static int xport_say(struct dp *dp, struct dp_conn *c, uint8_t say, const char *why)
+{
+	ssize_t n = ftcc_sys_send(c->fd, &say, 1);
+
+	if (n != 1) /* one byte on a socket with room for a handle: only an error stops it */
+		return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK ? -errno : -EIO;
+	c->xs->my_say = say;
+	if (say == DPX_SAY_TCP && why)
+		ftcc_log(dp->tcp_warned ? FTCC_LOG_INFO : FTCC_LOG_WARN,
+			 "dp: the %s stream with member %u is not up (%s): its frames go over TCP, "
+			 "which costs speed, not the op",
+			 dp->xt->name, c->peer_id, why);
+	if (say == DPX_SAY_TCP && why)
+		dp->tcp_warned = 1;
+	return 0;
 }
 
 /* Keeps a receive posted in every free receive slot. 0 or the transport's error. */
@@ -140,21 +174,13 @@ static int xport_open(struct dp *dp, struct dp_conn *c)
 	return rc == -ENOMEM ? -ECONNREFUSED : rc; /* the connection's failure, not ours */
 }
 
-int dpx_step(struct dp *dp, struct dp_conn *c, int64_t now)
+/* This end's stream: the transport connections both ways, then the slots. 1 up, 0 not yet,
+ * or -errno (-ENOMEM: this member's buffers). */
+static int xport_up(struct dp *dp, struct dp_conn *c)
 {
 	struct dp_xs *xs = c->xs;
 	int rc;
 
-	if (c->state != DPC_XPORT)
-		return c->state == DPC_READY;
-	rc = xport_handles(c);
-	if (rc < 0)
-		return rc;
-	if (rc == 0)
-		return now > c->deadline_ns ? -ETIMEDOUT : 0;
-	rc = xport_tcp_check(c);
-	if (rc)
-		return rc;
 	if (!xs->sc) {
 		/* the same handle buffer on every poll: the transport keeps its token there */
 		rc = dp->xt->connect(&dp->xctx, 0, xs->hin, &xs->sc);
@@ -167,17 +193,59 @@ int dpx_step(struct dp *dp, struct dp_conn *c, int64_t now)
 			return rc == -ENOMEM ? -ECONNREFUSED : rc;
 	}
 	if (!xs->sc || !xs->rc)
-		return now > c->deadline_ns ? -ETIMEDOUT : 0;
+		return 0;
 	dp->xt->close_listen(xs->l);
 	xs->l = NULL;
 	rc = xport_open(dp, c);
-	if (rc)
+	return rc ? rc : 1;
+}
+
+int dpx_step(struct dp *dp, struct dp_conn *c, int64_t now)
+{
+	struct dp_xs *xs = c->xs;
+	char why[64];
+	double ms;
+	int rc;
+
+	if (c->state != DPC_XPORT)
+		return c->state == DPC_READY;
+	ms = (double)(now - xs->start_ns) / 1e6;
+	rc = xport_handles(c);
+	if (rc >= 0)
+		rc = xport_hear(c);
+	if (rc < 0)
 		return rc;
-	c->state = DPC_READY;
+	if (!xs->my_say && xs->peer_say == DPX_SAY_TCP) {
+		rc = xport_say(dp, c, DPX_SAY_TCP, "the peer's is not");
+	} else if (!xs->my_say && xs->hin_off == FTCC_HANDLE_SIZE && !xs->up) {
+		rc = xport_up(dp, c);
+		if (rc == -ENOMEM)
+			return rc; /* this member's: it gives up */
+		if (rc > 0)
+			xs->up = 1;
+		else if (rc < 0)
+			rc = xport_say(dp, c, DPX_SAY_TCP, strerror(-rc));
+	}
+	if (rc >= 0 && !xs->my_say && xs->up)
+		rc = xport_say(dp, c, DPX_SAY_IB, NULL);
+	if (rc >= 0 && !xs->my_say && now > c->deadline_ns) {
+		snprintf(why, sizeof(why), "not up in %.0f ms", ms);
+		rc = xport_say(dp, c, DPX_SAY_TCP, why);
+	}
+	if (rc < 0)
+		return rc;
+	if (!xs->my_say || !xs->peer_say) /* the peer's byte: as long as a HELLO may take */
+		return now > c->deadline_ns + dp->cut_ns ? -ETIMEDOUT : 0;
+	if (xs->my_say == DPX_SAY_TCP || xs->peer_say == DPX_SAY_TCP) {
+		dpx_free(dp, c); /* out of dp->nxport too */
+		c->state = DPC_READY;
+		return 1;
+	}
 	dp->nxport--;
+	c->state = DPC_READY;
 	xs->fd_check_ns = now;
 	ftcc_info("dp: member %u: frames over %s (set up in %.1f ms)", c->peer_id, dp->xt->name,
-		  (double)(now - xs->start_ns) / 1e6);
+		  ms);
 	return 1;
 }
 

@@ -3,6 +3,8 @@
  * emulator and tests/fakecuda (a libcuda.so.1 whose "device memory" is a memfd the emulator maps
  * from the dma-buf fd it is given, so bytes land where the fd says or the test sees them
  * missing):
+ * "Device memory" cannot be touched by the CPU at its device address (the emulator must place
+ * data through its mapping of the dma-buf); the tests look at it through fakecuda_host.
  * - getProperties offers NCCL_PTR_CUDA|NCCL_PTR_DMABUF only where dma-buf works (the HCA takes
  *   it and CUDA's driver loads), and host memory alone otherwise;
  * - regMr(NCCL_PTR_CUDA) registers through a dma-buf fd from CUDA's driver; data goes into and
@@ -29,6 +31,7 @@ static struct abi_pair pair;
 static char err[512];
 static void *cuda, *emu;
 static void *(*dev_alloc)(size_t);
+static void *(*dev_host)(void *); /* the CPU's view of device memory */
 static int (*dev_fd)(void *);
 static int (*dma_bufs)(void);
 static unsigned long (*emu_reads)(void);
@@ -50,10 +53,11 @@ static void open_libs(void)
 	emu = dlopen(FTCC_IBEMU_PATH, RTLD_NOW | RTLD_LOCAL);
 	cr_assert(cuda && emu, "%s", dlerror());
 	*(void **)&dev_alloc = dlsym(cuda, "fakecuda_alloc");
+	*(void **)&dev_host = dlsym(cuda, "fakecuda_host");
 	*(void **)&dev_fd = dlsym(cuda, "fakecuda_fd");
 	*(void **)&dma_bufs = dlsym(cuda, "fakecuda_handles");
 	*(void **)&emu_reads = dlsym(emu, "ftcc_ibemu_reads");
-	cr_assert(dev_alloc && dev_fd && dma_bufs && emu_reads);
+	cr_assert(dev_alloc && dev_host && dev_fd && dma_bufs && emu_reads);
 }
 
 static void open_net(int dev)
@@ -75,6 +79,12 @@ static void close_net(int paired)
 		cr_assert_eq(abi_pair_close(&pair), ncclSuccess);
 	cr_assert_eq(abi_net_finalize(&net), ncclSuccess);
 	abi_net_unload(&net);
+}
+
+/* What the CPU sees at device address @p. */
+static uint8_t *H(void *p)
+{
+	return dev_host(p);
 }
 
 static int peermem_here(void)
@@ -202,7 +212,7 @@ static void into_and_out_of_gpu_memory(int dev)
 	/* Into GPU memory at an odd offset, then flushed through the HCA. */
 	fill(h, size, 1);
 	cr_assert_eq(xfer(h, hmh, g + 4096 + 7, gmh, size), (int)size);
-	check(g + 4096 + 7, size, 1);
+	check(H(g + 4096 + 7), size, 1);
 	unsigned long reads = emu_reads();
 	flush(g + 4096 + 7, (int)size, gmh);
 	cr_expect_eq(emu_reads(), reads + 1, "one RDMA read per flush");
@@ -217,7 +227,7 @@ static void into_and_out_of_gpu_memory(int dev)
 
 	/* Out of GPU memory: the sender's registration goes the same way. */
 	void *smh;
-	fill(g + 100, size, 2);
+	fill(H(g + 100), size, 2);
 	cr_assert_eq(net.t.v11->regMr(pair.scomm, g, 2 * MIB, NCCL_PTR_CUDA, &smh), ncclSuccess);
 	cr_assert_eq(xfer(g + 100, smh, out, omh, size), (int)size);
 	check(out, size, 2);
@@ -254,9 +264,9 @@ Test(net_gpu, reg_dmabuf_with_offset)
 	cr_assert_eq(abi_reg_mr(&net, pair.scomm, h, size, &hmh), ncclSuccess);
 	fill(h, size, 3);
 	cr_assert_eq(xfer(h, hmh, g + off, gmh, size), (int)size);
-	check(g + off, size, 3);
+	check(H(g + off), size, 3);
 	for (size_t i = 0; i < off; i++)
-		cr_assert_eq(g[i], 0, "byte %zu before the region was written", i);
+		cr_assert_eq(H(g)[i], 0, "byte %zu before the region was written", i);
 	flush(g + off, (int)size, gmh);
 	/* The fd is NCCL's to close: the registration holds its own reference. */
 	cr_assert_eq(net.t.v11->deregMr(pair.rcomm, gmh), ncclSuccess);
@@ -288,7 +298,7 @@ Test(net_gpu, flush_repaired_after_qp_error)
 	cr_assert_eq(inject("qp_error"), 0);
 	fill(h, size, 5);
 	cr_assert_eq(xfer(h, hmh, g, gmh, size), (int)size);
-	check(g, size, 5);
+	check(H(g), size, 5);
 	flush(g, (int)size, gmh);
 	cr_expect_eq(emu_reads(), reads + 1, "read again on a new queue pair");
 	cr_expect(abi_log_warned("reading again"), "no warning about the flush's queue pair");

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* A libcuda.so.1 for tests on machines without a GPU: the two driver calls the ib transport
  * makes for the dma-buf of GPU memory (cuInit, cuMemGetHandleForAddressRange), over "device
- * memory" that tests allocate here (fakecuda_alloc): a memfd mapped into the process, so the
- * verbs emulator can map the same pages from the fd it is given. Also the few calls with which
+ * memory" that tests allocate here (fakecuda_alloc): a memfd, so the verbs emulator can map
+ * its pages from the fd it is given. As a GPU's, the device address cannot be touched by the
+ * CPU (a PROT_NONE reservation: code that uses it as a host address crashes); the test reaches
+ * the bytes through a host mapping of the same pages (fakecuda_host). Also the few calls with which
  * perf/gpu/gdr_check.c allocates and reads back device memory, so that check can be tried here
  * before it runs on a GPU.
  *
@@ -41,13 +43,15 @@ EXPORT int cuCtxSetCurrent(void *ctx);
 EXPORT int cuMemAlloc_v2(unsigned long long *dptr, size_t size);
 EXPORT int cuMemcpyDtoH_v2(void *dst, unsigned long long src, size_t size);
 EXPORT void *fakecuda_alloc(size_t len);
+EXPORT void *fakecuda_host(void *p);
 EXPORT void fakecuda_free(void *p);
 EXPORT int fakecuda_fd(void *p);
 EXPORT int fakecuda_handles(void);
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
-	uintptr_t base;
+	uintptr_t base; /* the device address */
+	uint8_t *host;	/* the same pages, for the test */
 	size_t len;
 	int fd;
 } allocs[MAX_ALLOCS];
@@ -134,7 +138,11 @@ EXPORT int cuMemAlloc_v2(unsigned long long *dptr, size_t size)
 
 EXPORT int cuMemcpyDtoH_v2(void *dst, unsigned long long src, size_t size)
 {
-	memcpy(dst, (const void *)(uintptr_t)src, size);
+	const uint8_t *h = fakecuda_host((void *)(uintptr_t)src);
+
+	if (!h)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(dst, h, size);
 	return CUDA_SUCCESS;
 }
 
@@ -142,19 +150,19 @@ EXPORT int cuMemcpyDtoH_v2(void *dst, unsigned long long src, size_t size)
 EXPORT void *fakecuda_alloc(size_t len)
 {
 	int fd = memfd_create("fakecuda", MFD_CLOEXEC);
-	void *p;
+	void *p = MAP_FAILED, *h = MAP_FAILED;
 
 	if (fd < 0)
 		return NULL;
 	if (ftruncate(fd, (off_t)len) ||
-	    (p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
-		close(fd);
-		return NULL;
-	}
+	    (p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)) == MAP_FAILED ||
+	    (h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
+		goto fail;
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < MAX_ALLOCS; i++) {
 		if (!allocs[i].len) {
 			allocs[i].base = (uintptr_t)p;
+			allocs[i].host = h;
 			allocs[i].len = len;
 			allocs[i].fd = fd;
 			pthread_mutex_unlock(&lock);
@@ -162,9 +170,28 @@ EXPORT void *fakecuda_alloc(size_t len)
 		}
 	}
 	pthread_mutex_unlock(&lock);
-	munmap(p, len);
+fail:
+	if (p != MAP_FAILED)
+		munmap(p, len);
+	if (h != MAP_FAILED)
+		munmap(h, len);
 	close(fd);
 	return NULL;
+}
+
+/* The host address of device address @p (inside an allocation), or NULL. */
+EXPORT void *fakecuda_host(void *p)
+{
+	uint8_t *h = NULL;
+
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_ALLOCS; i++) {
+		if (allocs[i].len && (uintptr_t)p >= allocs[i].base &&
+		    (uintptr_t)p - allocs[i].base < allocs[i].len)
+			h = allocs[i].host + ((uintptr_t)p - allocs[i].base);
+	}
+	pthread_mutex_unlock(&lock);
+	return h;
 }
 
 EXPORT void fakecuda_free(void *p)
@@ -173,6 +200,7 @@ EXPORT void fakecuda_free(void *p)
 	for (int i = 0; i < MAX_ALLOCS; i++) {
 		if (allocs[i].len && allocs[i].base == (uintptr_t)p) {
 			munmap(p, allocs[i].len);
+			munmap(allocs[i].host, allocs[i].len);
 			close(allocs[i].fd);
 			allocs[i].len = 0;
 		}

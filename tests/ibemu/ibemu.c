@@ -178,6 +178,13 @@ EXPORT int ibv_close_device(struct ibv_context *ctx)
 		*pp = c->next;
 	emu_links_close(c);
 	close(c->listen_fd);
+	while (c->dead) {
+		struct emu_dead *d = c->dead;
+
+		c->dead = d->next;
+		munmap(d->map, d->len);
+		free(d);
+	}
 	pthread_mutex_unlock(&emu.lock);
 	/* The last context takes the agent with it: no thread outlives the device. */
 	emu_agent_stop_if_idle();
@@ -526,10 +533,15 @@ EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 		return EINVAL;
 	}
 	struct emu_mr *m = *pp;
+	struct emu_dead *d = m->map ? malloc(sizeof(*d)) : NULL;
 
 	*pp = m->next;
+	if (d) {
+		*d = (struct emu_dead){ .map = m->map, .len = m->map_len, .next = c->dead };
+		c->dead = d;
+	}
 	pthread_mutex_unlock(&emu.lock);
-	if (m->map)
+	if (m->map && !d)
 		munmap(m->map, m->map_len);
 	free(m);
 	return 0;

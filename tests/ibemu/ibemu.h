@@ -73,6 +73,14 @@ struct emu_ctx {
 	struct emu_ctx *next;
 	struct emu_link *links;
 	struct emu_mr *mrs;
+	/* Mappings of deregistered dma-buf regions, unmapped when the device closes: a work
+	 * request still queued may point into one (sends read stale bytes there, as from any
+	 * deregistered region here, instead of crashing the emulator). */
+	struct emu_dead {
+		void *map;
+		size_t len;
+		struct emu_dead *next;
+	} * dead;
 	struct emu_qp *qps;
 	uint32_t next_qpn;
 	struct {

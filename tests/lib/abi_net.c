@@ -335,6 +335,12 @@ void test_transport_set(const char *want)
 {
 	unsetenv("FTCC_TRANSPORT");
 	unsetenv("FTCC_IBVERBS_LIB");
+	unsetenv("IBEMU_RTR_FAILS");
+	if (want && strcmp(want, "ib-no-rtr") == 0) {
+		/* An HCA whose queue pairs never reach RTR: no ib connection ever comes up. */
+		setenv("IBEMU_RTR_FAILS", "1000000000", 1);
+		want = "ib";
+	}
 	if (want && strcmp(want, "no-verbs") == 0) {
 		/* A machine without rdma-core: the default (auto) must load and serve TCP. */
 		setenv("FTCC_IBVERBS_LIB", "/nonexistent/libibverbs.so.1", 1);
@@ -412,7 +418,7 @@ const char *test_log_transport(const char *log, const char *want)
 
 	if (!want)
 		want = getenv("FTCC_TEST_TRANSPORT");
-	want_ib = want && strcmp(want, "ib") == 0;
+	want_ib = want && (strcmp(want, "ib") == 0 || strcmp(want, "ib-no-rtr") == 0);
 	if (!strstr(log, "listening on"))
 		return NULL; /* no data plane started, or its line scrolled out */
 	if (want_ib != (strstr(log, "frames over ib") != NULL))

@@ -88,7 +88,8 @@ int abi_transport_is_ib(void);
  * runs the plug-in over the verbs emulator built in the tree; "no-verbs", the default (auto)
  * with libibverbs missing; anything else, the default. */
 void test_transport_env(void);
-/* The same for the transport @want names ("ib", "tcp", "no-verbs"; NULL: the default). */
+/* The same for the transport @want names ("ib", "tcp", "no-verbs"; "ib-no-rtr": ib on an
+ * emulated HCA whose connections never come up; NULL: the default). */
 void test_transport_set(const char *want);
 /* Whether a process's log shows its engine data plane on the transport @want names (NULL: the
  * one FTCC_TEST_TRANSPORT names): "frames over ib" under ib, and not otherwise. NULL when it does

@@ -305,6 +305,34 @@ Test(ft_mproc, mixed_transports_n3)
 #endif
 }
 
+/* Member 1's HCA never brings a connection up (every move to RTR times out), while its TCP path
+ * works: its pairs move their frames over TCP after the stream's half failure timeout, with a
+ * WARN, and nobody is removed or fails an op; the pair 0-2 stays on ib. */
+Test(ft_mproc, stream_not_up_falls_back_to_tcp_n3)
+{
+#ifdef FTCC_IBEMU_PATH
+	static char log[1 << 20];
+	struct ft_spec script[4];
+	struct ft_group_opts o = { .script = script,
+				   .nspec = 4,
+				   .transport = { "ib", "ib-no-rtr", "ib" } };
+
+	for (int k = 0; k < 4; k++)
+		script[k] = (struct ft_spec){ sizes[k], FTCC_FLOAT32, FTCC_SUM, 0 };
+	chaos_report("ft: no stream with member 1: 4 ops on 3 members in %.1f ms",
+		     run_script("nostream", 3, &o));
+	ft_group_log(&grp, 0, log, sizeof(log));
+	cr_expect(strstr(log, "member 2: frames over ib"), "0-2 not over ib\n%s", describe());
+	cr_expect(strstr(log, "stream with member 1 is not up"), "no warning about member 1\n%s",
+		  describe());
+	ft_group_log(&grp, 1, log, sizeof(log));
+	cr_expect(!strstr(log, "frames over ib ("), "member 1 has a stream\n%s", describe());
+	end_clean();
+#else
+	cr_skip_test("built without the ib transport (libibverbs-dev): no emulator");
+#endif
+}
+
 /* ---- ops in flight --------------------------------------------------------------------------- */
 
 /* 32 ops of mixed sizes and types, 4 in flight at once, completed in order. */

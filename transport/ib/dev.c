@@ -320,7 +320,7 @@ int ib_mr_track(struct ib_dev *d, struct ibv_mr *mr, int type)
 
 int ib_mr_is_gpu(struct ib_dev *d, const struct ibv_mr *mr)
 {
-	int gpu = 0;
+	int gpu = -1;
 
 	pthread_mutex_lock(&d->mr_lock);
 	for (int i = 0; i < d->nmrs; i++) {

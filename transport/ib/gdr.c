@@ -26,8 +26,8 @@
 #include "ftcc/settings.h"
 #include "ib_int.h"
 
-#define CU_DMA_BUF_FD 1 /* CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD */
-#define IB_FLUSH_DEPTH 256
+#define CU_DMA_BUF_FD 1		      /* CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD */
+#define IB_FLUSH_QP_DEPTH 256	      /* reads on the queue pair at once */
 #define IB_FLUSH_RETRY_NS 10000000ull /* between attempts to repair the flush */
 
 /* CUDA's driver API, the two calls used (cuda.h's types: CUresult is an int, CUdeviceptr a
@@ -145,7 +145,7 @@ static void flush_drop_qp(struct ib_dev *d)
 static int flush_open(struct ib_dev *d)
 {
 	struct ibv_qp_init_attr ia = { .qp_type = IBV_QPT_RC,
-				       .cap = { .max_send_wr = IB_FLUSH_DEPTH,
+				       .cap = { .max_send_wr = IB_FLUSH_QP_DEPTH,
 						.max_recv_wr = 1,
 						.max_send_sge = 1,
 						.max_recv_sge = 1 } };
@@ -172,7 +172,7 @@ static int flush_open(struct ib_dev *d)
 		goto fail;
 	}
 	errno = 0;
-	d->flush_cq = ibv.create_cq(d->ctx, IB_FLUSH_DEPTH, NULL, NULL, 0);
+	d->flush_cq = ibv.create_cq(d->ctx, IB_FLUSH_QP_DEPTH, NULL, NULL, 0);
 	if (!d->flush_cq)
 		goto fail_errno;
 	ia.send_cq = ia.recv_cq = d->flush_cq;
@@ -214,12 +214,13 @@ void ib_gdr_close(struct ib_dev *d)
 	d->flush_mr = NULL;
 	d->flush_host = NULL;
 	d->flush_ring = NULL;
+	d->flush_cap = 0;
 }
 
-/* Posts read @id (its target in the ring) on the current queue pair. 0 or -errno. */
+/* Posts read @id (its target in the ring) on the queue pair. 0 or -errno. */
 static int flush_send(struct ib_dev *d, uint64_t id)
 {
-	const struct ib_flush_target *t = &d->flush_ring[id % IB_FLUSH_DEPTH];
+	const struct ib_flush_target *t = &d->flush_ring[id & (d->flush_cap - 1)];
 	struct ibv_sge sge = { .addr = (uintptr_t)d->flush_host,
 			       .length = 1,
 			       .lkey = d->flush_mr->lkey };
@@ -235,39 +236,57 @@ static int flush_send(struct ib_dev *d, uint64_t id)
 	return -d->flush_qp->context->ops.post_send(d->flush_qp, &wr, &bad);
 }
 
-/* After a failed attempt: the next one waits a little; past the failure timeout since the
- * first error, or on a fatal device, the flush fails for good. */
-static void flush_late(struct ib_dev *d, const char *why)
+/* Reads [@lo, @hi] failed: their tests say so (the last IB_FLUSH_FAILED ranges are kept). */
+static void flush_fail(struct ib_dev *d, uint64_t lo, uint64_t hi)
+{
+	if (lo > hi)
+		return;
+	d->flush_failed[d->flush_nfailed++ % IB_FLUSH_FAILED] = (struct ib_flush_range){ lo, hi };
+	if (d->flush_done < hi)
+		d->flush_done = hi;
+	if (d->flush_sent < hi)
+		d->flush_sent = hi;
+}
+
+/* The queue pair broke (@why): it goes; the reads not done are read again on a new one after
+ * IB_FLUSH_RETRY_NS, until the failure timeout since the first error has passed (or at once on a
+ * fatal device). Then the reads outstanding fail, and the next flush starts afresh. Caller holds
+ * d->flush_lock. */
+static void flush_broke(struct ib_dev *d, const char *why)
 {
 	uint64_t now = ib_now_ns();
 
+	flush_drop_qp(d);
+	d->flush_sent = d->flush_done;
 	d->flush_retry_ns = now + IB_FLUSH_RETRY_NS;
-	if (atomic_load(&d->fatal) || now - d->flush_broken_ns > ib_eng.rebuild_ns) {
-		d->flush_err = -EIO;
-		ftcc_warn("ib: the flush of GPU memory on %s cannot be repaired (%s): received "
-			  "GPU data may not be visible",
-			  d->name, why);
+	if (!d->flush_broken_ns)
+		d->flush_broken_ns = now;
+	if (!atomic_load(&d->fatal) && now - d->flush_broken_ns <= ib_eng.rebuild_ns)
+		return;
+	ftcc_warn("ib: the flush of GPU memory on %s cannot be repaired (%s): the %llu flushes "
+		  "outstanding fail",
+		  d->name, why, (unsigned long long)(d->flush_posted - d->flush_done));
+	flush_fail(d, d->flush_done + 1, d->flush_posted);
+	d->flush_broken_ns = 0;
+}
+
+/* Puts the reads not yet on the queue pair there, as far as it has room. */
+static void flush_pump(struct ib_dev *d)
+{
+	while (d->flush_qp && d->flush_sent < d->flush_posted &&
+	       d->flush_sent - d->flush_done < IB_FLUSH_QP_DEPTH) {
+		int rc = flush_send(d, d->flush_sent + 1);
+
+		if (rc) {
+			flush_broke(d, strerror(-rc));
+			return;
+		}
+		d->flush_sent++;
 	}
 }
 
-/* A read that failed (a queue pair error while the device lives, a link flap) does not fail
- * the flush: a new queue pair reads again everything not completed, in order, until the
- * failure timeout has passed since the first error. A fatal device fails at once. Caller
- * holds d->flush_lock; d->flush_err says the outcome. */
-static void flush_repair(struct ib_dev *d)
-{
-	int rc = atomic_load(&d->fatal) ? -EIO : flush_open(d);
-
-	for (uint64_t id = d->flush_done + 1; !rc && id <= d->flush_posted; id++)
-		rc = flush_send(d, id);
-	if (!rc)
-		return; /* repaired once a read completes */
-	flush_drop_qp(d);
-	flush_late(d, atomic_load(&d->fatal) ? "fatal device error" : strerror(-rc));
-}
-
-/* Takes the flush completions in; an error breaks the queue pair (repaired by the caller).
- * Caller holds d->flush_lock. */
+/* Takes the completions in; repairs a broken queue pair when its time has come. Caller holds
+ * d->flush_lock. */
 static void flush_poll(struct ib_dev *d)
 {
 	struct ibv_wc wc[16];
@@ -278,27 +297,41 @@ static void flush_poll(struct ib_dev *d)
 
 		n = d->flush_cq->context->ops.poll_cq(d->flush_cq, 16, wc);
 		for (int i = 0; i < n; i++) {
-			if (wc[i].status != IBV_WC_SUCCESS) {
-				why = ib_wc_status_str(wc[i].status);
-				n = -1;
-				break;
+			enum ibv_wc_status st = wc[i].status;
+
+			if (st == IBV_WC_SUCCESS) {
+				d->flush_done = wc[i].wr_id; /* one queue pair: in order */
+				d->flush_broken_ns = 0;
+				continue;
 			}
-			d->flush_done = wc[i].wr_id; /* one queue pair: in order */
-			d->flush_broken_ns = 0;
+			why = ib_wc_status_str(st);
+			if (st == IBV_WC_REM_ACCESS_ERR || st == IBV_WC_LOC_PROT_ERR) {
+				/* Its memory is no longer registered: that flush fails, no other. */
+				ftcc_warn(
+					"ib: a flush of GPU memory on %s failed (%s): its buffer is "
+					"not registered any more",
+					d->name, why);
+				flush_fail(d, wc[i].wr_id, wc[i].wr_id);
+			} else if (!d->flush_broken_ns) {
+				ftcc_warn(
+					"ib: a flush of GPU memory on %s failed (%s); reading again "
+					"on a new queue pair",
+					d->name, why);
+			}
+			n = -1;
+			break;
 		}
-		if (n >= 0)
-			continue;
-		flush_drop_qp(d);
-		if (!d->flush_broken_ns) {
-			ftcc_warn("ib: a flush of GPU memory on %s failed (%s); reading again on a "
-				  "new queue pair",
-				  d->name, why);
-			d->flush_broken_ns = ib_now_ns();
-		}
-		flush_late(d, why);
+		if (n < 0)
+			flush_broke(d, why);
 	}
-	if (!d->flush_qp && d->flush_broken_ns && !d->flush_err && ib_now_ns() >= d->flush_retry_ns)
-		flush_repair(d);
+	if (!d->flush_qp && d->flush_sent < d->flush_posted && ib_now_ns() >= d->flush_retry_ns) {
+		int rc = atomic_load(&d->fatal) ? -EIO : flush_open(d);
+
+		if (rc)
+			flush_broke(d,
+				    atomic_load(&d->fatal) ? "fatal device error" : strerror(-rc));
+	}
+	flush_pump(d);
 }
 
 int ib_gdr_flush_post(struct ib_dev *d, void *data, const struct ibv_mr *mr, uint64_t *id)
@@ -306,29 +339,25 @@ int ib_gdr_flush_post(struct ib_dev *d, void *data, const struct ibv_mr *mr, uin
 	int rc = 0;
 
 	pthread_mutex_lock(&d->flush_lock);
-	if (!d->flush_ring && !(d->flush_ring = calloc(IB_FLUSH_DEPTH, sizeof(*d->flush_ring)))) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	/* The first flush opens the queue pair as a repair does: tried again until the failure
-	 * timeout. */
-	if (!d->flush_qp && !d->flush_broken_ns && !d->flush_err)
-		d->flush_broken_ns = ib_now_ns();
-	flush_poll(d);
-	if (d->flush_err) {
-		rc = d->flush_err;
-	} else if (d->flush_posted - d->flush_done >= IB_FLUSH_DEPTH) {
-		rc = -EAGAIN;
-	} else {
-		uint64_t next = d->flush_posted + 1;
+	if (d->flush_posted - d->flush_done >= d->flush_cap) {
+		/* Never "not now": NCCL reads no request as nothing to flush. */
+		size_t cap = d->flush_cap ? 2 * d->flush_cap : IB_FLUSH_QP_DEPTH;
+		struct ib_flush_target *r = malloc(cap * sizeof(*r));
 
-		d->flush_ring[next % IB_FLUSH_DEPTH] =
-			(struct ib_flush_target){ .addr = (uintptr_t)data, .rkey = mr->rkey };
-		/* While broken, the repair posts it with the rest. */
-		rc = d->flush_qp ? flush_send(d, next) : 0;
-		if (!rc)
-			*id = d->flush_posted = next;
+		if (!r) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (uint64_t k = d->flush_done + 1; k <= d->flush_posted; k++)
+			r[k & (cap - 1)] = d->flush_ring[k & (d->flush_cap - 1)];
+		free(d->flush_ring);
+		d->flush_ring = r;
+		d->flush_cap = cap;
 	}
+	*id = ++d->flush_posted;
+	d->flush_ring[*id & (d->flush_cap - 1)] =
+		(struct ib_flush_target){ .addr = (uintptr_t)data, .rkey = mr->rkey };
+	flush_poll(d); /* opens the queue pair at the first flush, as a repair */
 out:
 	pthread_mutex_unlock(&d->flush_lock);
 	return rc;
@@ -336,12 +365,15 @@ out:
 
 int ib_gdr_flush_test(struct ib_dev *d, uint64_t id, int *done)
 {
-	int rc;
+	int rc = 0;
 
 	pthread_mutex_lock(&d->flush_lock);
 	flush_poll(d);
-	*done = d->flush_done >= id;
-	rc = *done ? 0 : d->flush_err;
+	for (int i = 0; i < IB_FLUSH_FAILED; i++) {
+		if (id >= d->flush_failed[i].lo && id <= d->flush_failed[i].hi)
+			rc = -EIO;
+	}
+	*done = !rc && d->flush_done >= id;
 	pthread_mutex_unlock(&d->flush_lock);
 	return rc;
 }

@@ -256,32 +256,48 @@ static int ib_iflush(struct ftcc_conn *base, int n, void **data, const int *size
 		     struct ftcc_req **req)
 {
 	struct ib_conn *c = (struct ib_conn *)base;
+	const struct ibv_mr *mr;
 	struct ib_req *r = NULL;
 	uint64_t id = 0;
-	int last = -1, rc;
+	int last = -1, gpu, rc;
 
 	*req = (struct ftcc_req *)&flushed;
 	for (int i = 0; i < n; i++) {
 		if (sizes[i] > 0 && mh && mh[i])
 			last = i;
 	}
-	if (last < 0 || !ib_mr_is_gpu(c->dev, mh[last]))
+	if (last < 0)
 		return 0;
+	mr = mh[last];
+	gpu = ib_mr_is_gpu(c->dev, mr);
+	if (gpu < 0 || (uintptr_t)data[last] < (uintptr_t)mr->addr ||
+	    (uintptr_t)data[last] - (uintptr_t)mr->addr >= mr->length) {
+		*req = NULL;
+		return -EINVAL; /* not our registration, or not its buffer */
+	}
+	if (!gpu)
+		return 0;
+	/* A slot of this connection's, then the post without its lock: the flush's queue pair
+	 * may be set up or repaired meanwhile, which the progress thread need not wait for. */
 	pthread_mutex_lock(&c->lock);
 	for (int i = 0; i < FTCC_MAX_REQUESTS && !r; i++) {
-		if (c->flushes[i].state == IBR_FREE)
+		if (c->flushes[i].state == IBR_FREE) {
 			r = &c->flushes[i];
-	}
-	rc = r ? ib_gdr_flush_post(c->dev, data[last], mh[last], &id) : -EAGAIN;
-	if (!rc) {
-		*r = (struct ib_req){ .conn = c, .state = IBR_ACTIVE, .flush_id = id };
-		*req = (struct ftcc_req *)r;
+			*r = (struct ib_req){ .conn = c, .state = IBR_ACTIVE };
+		}
 	}
 	pthread_mutex_unlock(&c->lock);
-	if (rc)
-		*req = NULL;
+	/* NCCL keeps at most NCCL_STEPS flushes of a connection in flight */
+	rc = r ? ib_gdr_flush_post(c->dev, data[last], mr, &id) : -ENOSPC;
+	pthread_mutex_lock(&c->lock);
+	if (rc && r)
+		r->state = IBR_FREE;
+	else if (r)
+		r->flush_id = id;
+	pthread_mutex_unlock(&c->lock);
 	/* Never EOPNOTSUPP here: the plug-in would read it as "nothing to flush". */
-	return rc == -EAGAIN ? rc : rc ? -EIO : 0;
+	*req = rc ? NULL : (struct ftcc_req *)r;
+	return rc;
 }
 
 static int ib_test_any(struct ftcc_req *base, int *done, size_t *sizes)

@@ -95,6 +95,12 @@ struct ib_flush_target {
 	uint32_t rkey;
 };
 
+/* Flushes [lo, hi] failed (their tests say -EIO). */
+struct ib_flush_range {
+	uint64_t lo, hi;
+};
+#define IB_FLUSH_FAILED 16 /* failed ranges remembered per device */
+
 /* What GPU memory a device registers (ib_dev.gpu). */
 #define IB_GPU_DMABUF 1	 /* ibv_reg_dmabuf_mr works */
 #define IB_GPU_PEERMEM 2 /* a peer-memory client: ibv_reg_mr takes device pointers */
@@ -127,11 +133,13 @@ struct ib_dev {
 	struct ibv_qp *flush_qp;
 	struct ibv_mr *flush_mr;
 	void *flush_host;		    /* a page of its own (fork-safe registration) */
-	struct ib_flush_target *flush_ring; /* read id's target at id % its depth */
-	uint64_t flush_posted, flush_done;  /* reads posted and completed (in order) */
-	uint64_t flush_broken_ns;	    /* since when its queue pair is being repaired; 0 */
-	uint64_t flush_retry_ns;	    /* the repair's next attempt, not before */
-	int flush_err;			    /* sticky: flushes on this device fail */
+	struct ib_flush_target *flush_ring; /* read id's target at id % flush_cap */
+	size_t flush_cap;		    /* a power of two; grows, never refuses */
+	uint64_t flush_posted, flush_sent, flush_done; /* reads asked for, on the QP, completed */
+	uint64_t flush_broken_ns; /* since when its queue pair is being repaired; 0 */
+	uint64_t flush_retry_ns;  /* the repair's next attempt, not before */
+	struct ib_flush_range flush_failed[IB_FLUSH_FAILED]; /* reads that failed */
+	unsigned int flush_nfailed;
 };
 
 /* Discovers devices into @devs (at most IB_DEV_MAX): active ports passing FTCC_IB_HCA, with
@@ -144,7 +152,7 @@ void ib_dev_poll_events(struct ib_dev *d);
 /* Cached registration of [@data, @data + @size) on @d, host memory or GPU memory (@type
  * FTCC_PTR_HOST or FTCC_PTR_CUDA); *mr on success. */
 int ib_mr_get(struct ib_dev *d, void *data, size_t size, int type, struct ibv_mr **mr);
-/* Whether @mr, registered on @d, holds GPU memory (1 or 0). */
+/* Whether @mr holds GPU memory: 1, 0 (host memory), -1 (not a registration of @d). */
 int ib_mr_is_gpu(struct ib_dev *d, const struct ibv_mr *mr);
 void ib_mr_put(struct ib_dev *d, struct ibv_mr *mr);
 /* Keeps @mr (a dma-buf registration of @type memory) in @d's table so that ib_mr_put finds
@@ -158,10 +166,11 @@ int ib_gdr_ptr_support(const struct ib_dev *d);
 /* Registers the GPU pages [@start, @start + @len): dma-buf, else peer memory. NULL with errno
  * (EOPNOTSUPP: neither works here). Caller holds d->mr_lock. */
 struct ibv_mr *ib_gdr_reg(struct ib_dev *d, uintptr_t start, size_t len, int access);
-/* Posts the flush of a receive into @data (GPU memory registered as @mr): *id to test. 0,
- * -EAGAIN (too many in flight), or -EIO (the flush is broken on this device). */
+/* Posts the flush of a receive into @data (GPU memory registered as @mr): *id to test. 0 or
+ * -ENOMEM; never "not now" (a repair in progress keeps it for the new queue pair). */
 int ib_gdr_flush_post(struct ib_dev *d, void *data, const struct ibv_mr *mr, uint64_t *id);
-/* Whether flush @id completed (*done); 0 or -EIO. */
+/* Whether flush @id completed (*done); 0, or -EIO when it failed (its buffer deregistered, or
+ * the queue pair not repaired within the failure timeout; later flushes start afresh). */
 int ib_gdr_flush_test(struct ib_dev *d, uint64_t id, int *done);
 /* Destroys the flush's queue pair, CQ and MR. */
 void ib_gdr_close(struct ib_dev *d);
@@ -325,6 +334,11 @@ extern struct ib_engine ib_eng;
 extern const struct ftcc_transport_ops ib_ops;
 
 uint64_t ib_now_ns(void);
+/* How long @c's link may stay unrepaired: the process's bound, or its ftcc_tctx's if longer. */
+static inline uint64_t ib_conn_failure_ns(const struct ib_conn *c)
+{
+	return c->tctx.failure_ns > ib_eng.rebuild_ns ? c->tctx.failure_ns : ib_eng.rebuild_ns;
+}
 /* conn.c */
 void ib_conn_fail(struct ib_conn *c, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -394,6 +394,11 @@ void tcp_conn_timer(struct tcp_conn *c, uint64_t now)
 		tcp_conn_progress(c);
 	if (c->closing || c->state == CS_FAILED)
 		return;
+	/* a connection's own bound lengthens the engine's, never shortens it (the heartbeats
+	 * keep the engine's period) */
+	const uint64_t silence_ns =
+		c->failure_ns > tcp_eng.timeout_ns ? c->failure_ns : tcp_eng.timeout_ns;
+
 	switch (c->state) {
 	case CS_READY:
 		if (c->is_send)
@@ -401,9 +406,9 @@ void tcp_conn_timer(struct tcp_conn *c, uint64_t now)
 		if (c->state != CS_READY)
 			break;
 		conn_heartbeat(c, now);
-		if (c->state == CS_READY && c->last_rx_ns + tcp_eng.timeout_ns < now) {
+		if (c->state == CS_READY && c->last_rx_ns + silence_ns < now) {
 			tcp_conn_progress(c); /* data may be queued behind our own delay */
-			if (c->state == CS_READY && c->last_rx_ns + tcp_eng.timeout_ns < now)
+			if (c->state == CS_READY && c->last_rx_ns + silence_ns < now)
 				tcp_conn_fail(
 					c, -ETIMEDOUT, "no heartbeat or data for %llu ms",
 					(unsigned long long)((now - c->last_rx_ns) / 1000000));

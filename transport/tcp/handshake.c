@@ -155,6 +155,7 @@ static const char *route_ctrl_new(struct tcp_pending *p, const struct tcp_hello 
 		return "out of memory";
 	c->conn_id = h->conn_id;
 	c->comm_id = l->comm_id;
+	c->failure_ns = l->failure_ns;
 	c->listen_id = l->id;
 	c->listen = l;
 	c->local_inc = l->incarnation;

@@ -124,6 +124,8 @@ struct tcp_conn {
 	int err; /* sticky negative errno */
 	int dev;
 	uint64_t conn_id, comm_id, listen_id;
+	uint64_t
+		failure_ns; /* ftcc_tctx's: silence fails it after this if longer than the engine's */
 	uint64_t local_inc, peer_inc;
 	uint32_t gen;
 	int nstreams;
@@ -168,6 +170,7 @@ struct tcp_listen {
 	uint64_t id;
 	int dev;
 	uint64_t comm_id, incarnation;
+	uint64_t failure_ns; /* ftcc_tctx's; 0 = the engine's */
 	bool closing;
 	struct tcp_listen *next;
 };
