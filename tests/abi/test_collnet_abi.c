@@ -23,7 +23,7 @@
 
 /* Each Criterion test runs in its own process, so file-scope state is per test. */
 static struct cn_heads g;
-static char msg[16384];
+static char msg[400000];
 static char err[512];
 
 static void cn_fini(void)
@@ -55,7 +55,7 @@ static void cn_fini(void)
 /* The state of every head and the end of each one's log, for assertion messages. */
 static const char *explain(void)
 {
-	return cn_heads_explain(&g, 1200, msg, sizeof(msg));
+	return cn_heads_explain(&g, 200000, msg, sizeof(msg));
 }
 
 /* ---- tables ---------------------------------------------------------------------------------- */

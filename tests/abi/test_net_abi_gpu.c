@@ -299,15 +299,61 @@ Test(net_gpu, flush_repaired_after_qp_error)
 	fill(h, size, 5);
 	cr_assert_eq(xfer(h, hmh, g, gmh, size), (int)size);
 	check(H(g), size, 5);
-	flush(g, (int)size, gmh);
-	cr_expect_eq(emu_reads(), reads + 1, "read again on a new queue pair");
+	/* Three flushes at once: the first meets the broken queue pair, the others wait for the
+	 * repair, which reads all three again, in order. */
+	void *req[3] = { 0 }, *rx = g;
+	int isz = (int)size;
+	for (int k = 0; k < 3; k++)
+		cr_assert_eq(net.t.v11->iflush(pair.rcomm, 1, &rx, &isz, &gmh, &req[k]),
+			     ncclSuccess);
+	for (int k = 0; k < 3; k++) {
+		cr_assert_not_null(req[k]);
+		cr_assert_eq(abi_wait(&net, req[k], NULL, 10000), ncclSuccess, "flush %d", k);
+	}
+	cr_expect_eq(emu_reads(), reads + 3, "read again on a new queue pair");
 	cr_expect(abi_log_warned("reading again"), "no warning about the flush's queue pair");
 	flush(g, (int)size, gmh);
-	cr_expect_eq(emu_reads(), reads + 2);
+	cr_expect_eq(emu_reads(), reads + 4);
 	cr_assert_eq(net.t.v11->deregMr(pair.rcomm, gmh), ncclSuccess);
 	cr_assert_eq(abi_dereg_mr(&net, pair.scomm, hmh), ncclSuccess);
 	close_net(1);
 	free(h);
+}
+
+/* A flush whose buffer was deregistered before its read could run (NCCL's abort order, while
+ * the flush's queue pair was being repaired) fails, alone: no repair loop over it, and the next
+ * flush of a registered buffer works. */
+Test(net_gpu, flush_of_a_deregistered_buffer_fails_alone)
+{
+	int (*inject)(const char *);
+	void *m1, *m2, *req[2] = { 0 };
+	int isz = 4096;
+
+	open_net(0);
+	*(void **)&inject = dlsym(emu, "ftcc_ibemu_inject");
+	cr_assert(inject);
+	uint8_t *g1 = dev_alloc(MIB), *g2 = dev_alloc(MIB);
+	void *rx = g1;
+	cr_assert(g1 && g2);
+	cr_assert_eq(net.t.v11->regMr(pair.rcomm, g1, MIB, NCCL_PTR_CUDA, &m1), ncclSuccess);
+	cr_assert_eq(net.t.v11->regMr(pair.rcomm, g2, MIB, NCCL_PTR_CUDA, &m2), ncclSuccess);
+	flush(g2, isz, m2);
+	cr_assert_eq(inject("qp_error"), 0);
+	for (int k = 0; k < 2; k++)
+		cr_assert_eq(net.t.v11->iflush(pair.rcomm, 1, &rx, &isz, &m1, &req[k]),
+			     ncclSuccess);
+	cr_assert_eq(net.t.v11->deregMr(pair.rcomm, m1), ncclSuccess);
+	for (int k = 0; k < 2; k++) {
+		cr_assert_not_null(req[k]);
+		cr_expect_neq(abi_wait(&net, req[k], NULL, 5000), ncclSuccess,
+			      "flush %d of a deregistered buffer did not fail", k);
+	}
+	cr_expect(abi_log_warned("not registered any more"), "no warning about the buffer");
+	unsigned long reads = emu_reads();
+	flush(g2, isz, m2);
+	cr_expect_eq(emu_reads(), reads + 1, "the device's flush is not usable any more");
+	cr_assert_eq(net.t.v11->deregMr(pair.rcomm, m2), ncclSuccess);
+	close_net(1);
 }
 
 /* A flush that cannot complete fails: at once on a device that died, after the failure
