@@ -155,10 +155,10 @@ static int dp_pick_transport(struct dp *dp)
 	dp->xt = t;
 	dp->xctx.comm_id = dp->cfg.group_id;
 	dp->xctx.incarnation = dp->cfg.incarnation;
-	/* Whether a member's process runs is the control plane's to judge: the stream's own
-	 * silence and repair bounds are twice the communicator's failure timeout, so a process
-	 * that stalls (a loaded host) is not cut off by its data link first. A link that is cut
-	 * is still noticed within the timeout by the data plane's watch (dp_xport.c). */
+	/* Whether a member's process runs is the control plane's to judge: a stream's peer may
+	 * stay silent twice the communicator's failure timeout, so a process that stalls (a
+	 * loaded host) is not cut off by its data link first. A link that is cut is still noticed
+	 * within the timeout by the transport's repair bound and the data plane's watch. */
 	dp->xctx.failure_ns = (uint64_t)dp->cut_ns * 4;
 	return 0;
 }

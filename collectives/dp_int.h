@@ -21,7 +21,7 @@
  * shape. stream: 1 when the sender moves frames over a transport (dp_xport.c); a pair does when
  * both ends say so, else over the TCP connection (0 was reserved, and is what older peers send). */
 #define DP_HELLO_MAGIC 0x50445446u /* "FTDP" */
-#define DP_HELLO_VERSION 2
+#define DP_HELLO_VERSION 3
 #define DP_HELLO_SIZE 40
 
 /* Frame header, 48 bytes little-endian: magic "FTDF"(4) phase(4) seq(8) epoch(8) step(4)
@@ -88,6 +88,7 @@ struct dp_xs {
 	int64_t start_ns;	  /* the set-up began (dpx_start) */
 	uint8_t my_say, peer_say; /* each end's byte after its handle (dp_xport.c), 0 not yet */
 	int up;			  /* this end's stream is up (its receives posted) */
+	int64_t step_ns;	  /* dpx_step last ran */
 	int64_t fd_check_ns;	  /* the TCP connection was last looked at */
 };
 
@@ -266,8 +267,8 @@ int dpx_start(struct dp *dp, struct dp_conn *c, int64_t now);
 /* Moves @c's handle exchange and transport connections on. 1 when @c is DPC_READY: over the
  * stream, or over its socket (c->xs NULL) when a stream did not come up by c->deadline_ns or
  * failed to; 0 not yet; -ENOMEM for a local failure (buffers, registration: this member's
- * fault, not the link's); another -errno when the TCP connection failed or the peer did not
- * say how it goes on within another cut_ns (-ETIMEDOUT). */
+ * fault, not the link's); another -errno when the TCP connection failed, or -ETIMEDOUT when
+ * the peer's handle is not in by c->deadline_ns or its byte by nop_ns later. */
 int dpx_step(struct dp *dp, struct dp_conn *c, int64_t now);
 /* Moves every connection in DPC_XPORT on, wanted by the call or not: the peer waits on this
  * side's accept as much as on its own. */

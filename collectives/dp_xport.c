@@ -49,8 +49,8 @@ int dpx_start(struct dp *dp, struct dp_conn *c, int64_t now)
 	c->state = DPC_XPORT;
 	xs->start_ns = now;
 	/* half the failure timeout for this end's stream to come up, else the pair falls back to
-	 * TCP; the peer's byte may take another half, as a HELLO's answer, after which the attempt
-	 * fails as a TCP attempt that got no answer (dpx_step) */
+	 * TCP (the peer's handle must be in by then, and its byte a quarter later, or the attempt
+	 * fails as a TCP attempt that got no answer: dpx_step) */
 	c->deadline_ns = now + dp->cut_ns;
 	dp->nxport++;
 	return 0;
@@ -209,15 +209,24 @@ int dpx_step(struct dp *dp, struct dp_conn *c, int64_t now)
 
 	if (c->state != DPC_XPORT)
 		return c->state == DPC_READY;
+	/* Only time in which this end steps counts: a gap (no call wanted the peer) moves the
+	 * deadline by as much, so an idle member does not give up on a healthy stream. */
+	if (xs->step_ns && now - xs->step_ns > dp->nop_ns)
+		c->deadline_ns += now - xs->step_ns;
+	xs->step_ns = now;
 	ms = (double)(now - xs->start_ns) / 1e6;
 	rc = xport_handles(c);
 	if (rc >= 0)
 		rc = xport_hear(c);
 	if (rc < 0)
 		return rc;
+	if (xs->hin_off < FTCC_HANDLE_SIZE || xs->hout_off < FTCC_HANDLE_SIZE)
+		/* the peer sends its handle at its first step: not even that is a failed attempt,
+		 * as a HELLO without an answer is */
+		return now > c->deadline_ns ? -ETIMEDOUT : 0;
 	if (!xs->my_say && xs->peer_say == DPX_SAY_TCP) {
 		rc = xport_say(dp, c, DPX_SAY_TCP, "the peer's is not");
-	} else if (!xs->my_say && xs->hin_off == FTCC_HANDLE_SIZE && !xs->up) {
+	} else if (!xs->my_say && !xs->up) {
 		rc = xport_up(dp, c);
 		if (rc == -ENOMEM)
 			return rc; /* this member's: it gives up */
@@ -234,8 +243,8 @@ int dpx_step(struct dp *dp, struct dp_conn *c, int64_t now)
 	}
 	if (rc < 0)
 		return rc;
-	if (!xs->my_say || !xs->peer_say) /* the peer's byte: as long as a HELLO may take */
-		return now > c->deadline_ns + dp->cut_ns ? -ETIMEDOUT : 0;
+	if (!xs->my_say || !xs->peer_say) /* the peer's byte: a little longer than ours */
+		return now > c->deadline_ns + dp->nop_ns ? -ETIMEDOUT : 0;
 	if (xs->my_say == DPX_SAY_TCP || xs->peer_say == DPX_SAY_TCP) {
 		dpx_free(dp, c); /* out of dp->nxport too */
 		c->state = DPC_READY;

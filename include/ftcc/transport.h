@@ -59,10 +59,10 @@ struct ftcc_dev_props {
 struct ftcc_tctx {
 	uint64_t comm_id;     /* NCCL communicator hash; 0 when unknown (old ABIs) */
 	uint64_t incarnation; /* random per ctx: a restarted process never reuses one */
-	/* How long a connected peer may stay silent (TCP and ib) and a broken queue pair stay
-	 * unrepaired (ib) before the connection fails, where longer than FTCC_FAILURE_TIMEOUT_MS
-	 * (0: that); TCP's reconnect window and kernel timeout keep the process-wide values. A
-	 * connection accepted on a listen takes the listen's. */
+	/* How long a connected peer may stay silent (no heartbeat, no data) before the connection
+	 * fails, where longer than FTCC_FAILURE_TIMEOUT_MS (0: that); repairs, TCP's reconnect
+	 * window and its kernel timeout keep the process-wide bound. A connection accepted on a
+	 * listen takes the listen's; the ib transport gives its side channel its own. */
 	uint64_t failure_ns;
 };
 

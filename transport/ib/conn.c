@@ -452,9 +452,9 @@ void ib_conn_progress(struct ib_conn *c)
 			ib_rebuild_step(c);
 		ib_poll(c);
 		if (c->state == IBC_READY && c->rebuild_ns &&
-		    now > c->rebuild_ns + ib_conn_failure_ns(c))
+		    now > c->rebuild_ns + ib_eng.rebuild_ns)
 			ib_conn_fail(c, -ETIMEDOUT, "queue pairs not restored in %llu ms",
-				     (unsigned long long)(ib_conn_failure_ns(c) / 1000000));
+				     (unsigned long long)(ib_eng.rebuild_ns / 1000000));
 	} else if (c->state != IBC_FAILED && now > c->deadline_ns) {
 		ib_conn_fail(c, -ETIMEDOUT, "connection not established in %llu ms",
 			     (unsigned long long)(ib_eng.connect_ns / 1000000));

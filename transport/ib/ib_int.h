@@ -334,11 +334,6 @@ extern struct ib_engine ib_eng;
 extern const struct ftcc_transport_ops ib_ops;
 
 uint64_t ib_now_ns(void);
-/* How long @c's link may stay unrepaired: the process's bound, or its ftcc_tctx's if longer. */
-static inline uint64_t ib_conn_failure_ns(const struct ib_conn *c)
-{
-	return c->tctx.failure_ns > ib_eng.rebuild_ns ? c->tctx.failure_ns : ib_eng.rebuild_ns;
-}
 /* conn.c */
 void ib_conn_fail(struct ib_conn *c, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
