@@ -152,7 +152,8 @@ ABI_ALL_VERSIONS(zero_bytes)
 static void one_gib(int version)
 {
 	const size_t size = (size_t)1 << 30, stride = (size_t)1 << 20;
-	void *smh, *rmh, *sreq = NULL, *rreq = NULL;
+	void *smh, *rmh;
+	int64_t ms = 0;
 	int got = -1;
 
 	char *tx = mmap(NULL, size, PROT_READ | PROT_WRITE,
@@ -166,20 +167,10 @@ static void one_gib(int version)
 	open_pair(version);
 	cr_assert_eq(abi_reg_mr(&net, pair.scomm, tx, size, &smh), ncclSuccess);
 	cr_assert_eq(abi_reg_mr(&net, pair.rcomm, rx, size, &rmh), ncclSuccess);
-	int64_t deadline = abi_now_ms() + STREAM_TIMEOUT_MS;
-	while (!rreq || !sreq) {
-		cr_assert_lt(abi_now_ms(), deadline, "1 GiB isend/irecv not accepted");
-		if (!rreq)
-			cr_assert_eq(abi_irecv(&net, pair.rcomm, rx, size, rmh, 0, &rreq),
-				     ncclSuccess);
-		if (!sreq)
-			cr_assert_eq(abi_isend(&net, pair.scomm, tx, size, smh, &sreq),
-				     ncclSuccess);
-	}
-	int64_t t0 = abi_now_ms();
-	cr_assert_eq(abi_wait(&net, rreq, &got, STREAM_TIMEOUT_MS), ncclSuccess);
-	cr_assert_eq(abi_wait(&net, sreq, NULL, STREAM_TIMEOUT_MS), ncclSuccess);
-	cr_log_info("v%d: 1 GiB in %lld ms", version, (long long)(abi_now_ms() - t0));
+	cr_assert_eq(abi_xfer_one(&pair, tx, smh, rx, rmh, size, STREAM_TIMEOUT_MS, &got, &ms, err,
+				  sizeof(err)),
+		     0, "%s", err);
+	cr_log_info("v%d: 1 GiB in %lld ms", version, (long long)ms);
 	cr_assert_eq((size_t)got, size);
 	for (size_t off = 0; off < size; off += stride) {
 		cr_assert_eq(rx[off], (char)abi_pattern(off / stride, off), "byte %zu", off);

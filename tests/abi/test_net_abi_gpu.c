@@ -153,21 +153,11 @@ Test(net_gpu, no_cuda_driver)
 /* One message of @size from @tx (registered as @smh) into @rx (@rmh); the receive's size. */
 static int xfer(void *tx, void *smh, void *rx, void *rmh, size_t size)
 {
-	void *sreq = NULL, *rreq = NULL;
 	int got = -1;
-	int64_t deadline = abi_now_ms() + 20000;
 
-	while (!rreq || !sreq) {
-		cr_assert_lt(abi_now_ms(), deadline, "isend/irecv not accepted");
-		if (!rreq)
-			cr_assert_eq(abi_irecv(&net, pair.rcomm, rx, size, rmh, 0, &rreq),
-				     ncclSuccess);
-		if (!sreq)
-			cr_assert_eq(abi_isend(&net, pair.scomm, tx, size, smh, &sreq),
-				     ncclSuccess);
-	}
-	cr_assert_eq(abi_wait(&net, rreq, &got, 20000), ncclSuccess);
-	cr_assert_eq(abi_wait(&net, sreq, NULL, 20000), ncclSuccess);
+	cr_assert_eq(
+		abi_xfer_one(&pair, tx, smh, rx, rmh, size, 20000, &got, NULL, err, sizeof(err)), 0,
+		"%s", err);
 	return got;
 }
 

@@ -111,6 +111,32 @@ ncclResult_t abi_wait(struct abi_net *net, void *req, int *size, int timeout_ms)
 	}
 }
 
+int abi_xfer_one(struct abi_pair *p, void *tx, void *smh, void *rx, void *rmh, size_t size,
+		 int timeout_ms, int *got, int64_t *wait_ms, char *err, size_t errlen)
+{
+	int64_t deadline = abi_now_ms() + timeout_ms, t0;
+	void *sreq = NULL, *rreq = NULL;
+	ncclResult_t res;
+
+	*got = -1;
+	while (!rreq || !sreq) {
+		if (abi_now_ms() > deadline)
+			return abi_fail(err, errlen, "isend/irecv of %zu bytes not accepted", size);
+		if (!rreq && (res = abi_irecv(p->net, p->rcomm, rx, size, rmh, 0, &rreq)))
+			return abi_fail(err, errlen, "irecv: result %d", res);
+		if (!sreq && (res = abi_isend(p->net, p->scomm, tx, size, smh, &sreq)))
+			return abi_fail(err, errlen, "isend: result %d", res);
+	}
+	t0 = abi_now_ms();
+	if ((res = abi_wait(p->net, rreq, got, timeout_ms)) != ncclSuccess)
+		return abi_fail(err, errlen, "receive of %zu bytes: result %d", size, res);
+	if ((res = abi_wait(p->net, sreq, NULL, timeout_ms)) != ncclSuccess)
+		return abi_fail(err, errlen, "send of %zu bytes: result %d", size, res);
+	if (wait_ms)
+		*wait_ms = abi_now_ms() - t0;
+	return 0;
+}
+
 /* One direction's buffers and requests; message i uses slot i % window. */
 struct abi_side {
 	char *buf[ABI_MAX_WINDOW];

@@ -36,6 +36,13 @@ int abi_accept_poll(struct abi_net *net, void *lcomm, void **rcomm, int timeout_
  * or ncclInProgress at the deadline. */
 ncclResult_t abi_wait(struct abi_net *net, void *req, int *size, int timeout_ms);
 
+/* One message of @size from @tx (registered as @smh) on p->scomm into @rx (@rmh) on p->rcomm:
+ * posts both (again while the plug-in answers "not now"), then waits for both. *got gets the
+ * receive's size, *wait_ms the time from both posted to both done. 0, or -1 with a
+ * description in @err (a failed call or the deadline). */
+int abi_xfer_one(struct abi_pair *p, void *tx, void *smh, void *rx, void *rmh, size_t size,
+		 int timeout_ms, int *got, int64_t *wait_ms, char *err, size_t errlen);
+
 /* Parameters of a stream of messages from scomm to rcomm. */
 struct abi_stream {
 	const size_t *sizes; /* size of each message sent */
