@@ -46,7 +46,7 @@ enum algo_id algo_choose(size_t bytes, uint32_t n)
 
 uint32_t algo_chunks(enum algo_id id, uint32_t n)
 {
-	if (id == ALGO_RING) {
+	if (id == ALGO_RING || id == ALGO_Q) {
 		return n ? n : 1;
 	}
 	return 1;
@@ -65,6 +65,21 @@ void algo_chunk_range(uint32_t nchunks, size_t count, uint32_t c, size_t *off, s
 	rem = count % nchunks;
 	*off = (size_t)c * base + (c < rem ? c : rem);
 	*len = base + (c < rem ? 1 : 0);
+}
+
+void algo_range(enum algo_id id, uint32_t nchunks, size_t count, uint32_t c, size_t *off,
+		size_t *len)
+{
+	size_t nblk = (count + FTCC_CODEC_BLOCK - 1) / FTCC_CODEC_BLOCK, first, end;
+
+	if (id != ALGO_Q || nchunks == 0 || c >= nchunks) {
+		algo_chunk_range(nchunks, count, c, off, len);
+		return;
+	}
+	algo_chunk_range(nchunks, nblk, c, &first, &end); /* blocks [first, first + end) */
+	end = (first + end) * FTCC_CODEC_BLOCK;
+	*off = first * FTCC_CODEC_BLOCK < count ? first * FTCC_CODEC_BLOCK : count;
+	*len = (end < count ? end : count) - *off;
 }
 
 size_t algo_scratch_bytes(enum algo_id id, uint32_t n, size_t count, enum ftcc_dtype dtype)
@@ -91,6 +106,8 @@ int algo_run(enum algo_id id, struct algo_att *a)
 		return algo_ring_run(a);
 	case ALGO_RD:
 		return algo_rd_run(a);
+	case ALGO_Q:
+		return algo_q_run(a);
 	}
 	return -EINVAL;
 }

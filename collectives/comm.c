@@ -20,6 +20,7 @@
 #include "ftcc/comm_ext.h"
 #include "ftcc/fault.h"
 #include "ftcc/log.h"
+#include "ftcc/quant.h"
 #include "ftcc/reduce.h"
 #include "ftcc/settings.h"
 #include "ftcc/sys.h"
@@ -568,13 +569,33 @@ FTCC_API const char *ftcc_comm_last_error(ftcc_comm_t *c)
 	return c ? c->last_error : "";
 }
 
+/* The codec of @o (NONE without options), or -1 for options not made by ftcc_op_opts_init() of
+ * a header this library knows (a newer one's fields would be ignored) or not valid with @dtype
+ * and @op. */
+static int codec_of(const struct ftcc_op_opts *o, enum ftcc_dtype dtype, enum ftcc_redop op)
+{
+	if (!o) {
+		return FTCC_CODEC_NONE;
+	}
+	if (o->struct_size < offsetof(struct ftcc_op_opts, codec) + sizeof(o->codec) ||
+	    o->struct_size > sizeof(*o)) {
+		return -1;
+	}
+	if (o->codec == FTCC_CODEC_NONE) {
+		return FTCC_CODEC_NONE;
+	}
+	return ftcc_q_supported(o->codec, dtype, op) ? (int)o->codec : -1;
+}
+
 static int start(struct ftcc_comm *c, const void *sendbuf, void *recvbuf, size_t count,
-		 enum ftcc_dtype dtype, enum ftcc_redop op, int wake, ftcc_request_t **req)
+		 enum ftcc_dtype dtype, enum ftcc_redop op, const struct ftcc_op_opts *opts,
+		 int wake, ftcc_request_t **req)
 {
 	struct ftcc_request *r;
+	int codec = codec_of(opts, dtype, op);
 
 	if (!c || !req || (unsigned)dtype >= FTCC_DTYPE_COUNT || (unsigned)op >= FTCC_REDOP_COUNT ||
-	    (count && (!sendbuf || !recvbuf)) || count > FTCC_MAX_COUNT) {
+	    (count && (!sendbuf || !recvbuf)) || count > FTCC_MAX_COUNT || codec < 0) {
 		return FTCC_ERR_INVALID;
 	}
 	if (sendbuf != recvbuf && count) {
@@ -604,6 +625,7 @@ static int start(struct ftcc_comm *c, const void *sendbuf, void *recvbuf, size_t
 	r->count = count;
 	r->dtype = dtype;
 	r->op = op;
+	r->codec = (enum ftcc_codec)codec;
 	pthread_mutex_lock(&c->mu);
 	if (c->next_seq - c->exec_seq >= FTCC_MAX_INFLIGHT) {
 		pthread_mutex_unlock(&c->mu);
@@ -637,7 +659,14 @@ static int start(struct ftcc_comm *c, const void *sendbuf, void *recvbuf, size_t
 FTCC_API int ftcc_iallreduce(ftcc_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
 			     enum ftcc_dtype dtype, enum ftcc_redop op, ftcc_request_t **req)
 {
-	return start(c, sendbuf, recvbuf, count, dtype, op, 1, req);
+	return start(c, sendbuf, recvbuf, count, dtype, op, NULL, 1, req);
+}
+
+FTCC_API int ftcc_iallreduce_opts(ftcc_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
+				  enum ftcc_dtype dtype, enum ftcc_redop op,
+				  const struct ftcc_op_opts *opts, ftcc_request_t **req)
+{
+	return start(c, sendbuf, recvbuf, count, dtype, op, opts, 1, req);
 }
 
 static int collect(struct ftcc_request *r, struct ftcc_record *rec)
@@ -728,7 +757,17 @@ FTCC_API int ftcc_allreduce(ftcc_comm_t *c, const void *sendbuf, void *recvbuf, 
 			    enum ftcc_dtype dtype, enum ftcc_redop op, struct ftcc_record *rec)
 {
 	ftcc_request_t *r;
-	int rc = start(c, sendbuf, recvbuf, count, dtype, op, 0, &r);
+	int rc = start(c, sendbuf, recvbuf, count, dtype, op, NULL, 0, &r);
+
+	return rc ? rc : ftcc_wait(r, rec);
+}
+
+FTCC_API int ftcc_allreduce_opts(ftcc_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
+				 enum ftcc_dtype dtype, enum ftcc_redop op,
+				 const struct ftcc_op_opts *opts, struct ftcc_record *rec)
+{
+	ftcc_request_t *r;
+	int rc = start(c, sendbuf, recvbuf, count, dtype, op, opts, 0, &r);
 
 	return rc ? rc : ftcc_wait(r, rec);
 }

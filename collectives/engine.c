@@ -14,6 +14,7 @@
 
 #include "ftcc/fault.h"
 #include "ftcc/log.h"
+#include "ftcc/quant.h"
 #include "ftcc/reduce.h"
 #include "ftcc/settings.h"
 
@@ -233,14 +234,18 @@ static int self_contributes(const struct ctl_epoch *e)
 
 uint64_t eng_shape(const struct ftcc_request *r)
 {
-	return 1u | (uint64_t)r->dtype << 8 | (uint64_t)r->op << 16 | (uint64_t)r->count << 24;
+	return 1u | (uint64_t)r->codec << 4 | (uint64_t)r->dtype << 8 | (uint64_t)r->op << 16 |
+	       (uint64_t)r->count << 24;
 }
 
 void eng_shape_text(uint64_t shape, char *buf, size_t len)
 {
-	snprintf(buf, len, "%llu x %s %s", (unsigned long long)(shape >> 24),
+	enum ftcc_codec codec = (enum ftcc_codec)(shape >> 4 & 0xf);
+
+	snprintf(buf, len, "%llu x %s %s%s%s", (unsigned long long)(shape >> 24),
 		 ftcc_dtype_name((enum ftcc_dtype)(shape >> 8 & 0xff)),
-		 ftcc_redop_name((enum ftcc_redop)(shape >> 16 & 0xff)));
+		 ftcc_redop_name((enum ftcc_redop)(shape >> 16 & 0xff)), codec ? " as " : "",
+		 codec ? ftcc_q_name(codec) : "");
 }
 
 /* Runs a fresh attempt of @r among the members of @e. */
@@ -263,7 +268,7 @@ static int run_attempt(struct ftcc_comm *c, struct ftcc_request *r, const struct
 	att->shape = eng_shape(r);
 	att->valid = 1;
 	att->epoch = e->epoch;
-	att->algo = algo_choose(bytes, e->nmembers);
+	att->algo = r->codec ? ALGO_Q : algo_choose(bytes, e->nmembers);
 	att->nchunks = algo_chunks(att->algo, e->nmembers);
 	contrib_of(e, att);
 	if (!self_contributes(e)) {
@@ -274,7 +279,9 @@ static int run_attempt(struct ftcc_comm *c, struct ftcc_request *r, const struct
 		input = c->ident;
 	}
 	if (grow(&c->scratch, &c->scratch_len,
-		 algo_scratch_bytes(att->algo, e->nmembers, r->count, r->dtype) + 64)) {
+		 (r->codec ? algo_q_scratch_bytes(r->codec, e->nmembers, r->count) :
+			     algo_scratch_bytes(att->algo, e->nmembers, r->count, r->dtype)) +
+			 64)) {
 		return -ENOMEM;
 	}
 	memset(&a, 0, sizeof(a));
@@ -289,6 +296,7 @@ static int run_attempt(struct ftcc_comm *c, struct ftcc_request *r, const struct
 	a.count = r->count;
 	a.dtype = r->dtype;
 	a.op = r->op == FTCC_AVG ? FTCC_SUM : r->op;
+	a.codec = r->codec;
 	a.shape = att->shape;
 	a.scratch = c->scratch;
 	a.have = att->have;

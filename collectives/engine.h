@@ -35,7 +35,8 @@ struct ftcc_request {
 	size_t count;
 	enum ftcc_dtype dtype;
 	enum ftcc_redop op;
-	int done; /* under comm->mu */
+	enum ftcc_codec codec; /* FTCC_CODEC_NONE: a plain allreduce */
+	int done;	       /* under comm->mu */
 	int result;
 	struct ftcc_record rec;
 };
@@ -117,7 +118,8 @@ struct ftcc_comm {
 };
 
 /* The shape of op @r as every data frame and resume report carries it (dp.h, resume.h): kind 1
- * (allreduce) in bits 0-7, the type in 8-15, the operator in 16-23, the count in 24-63. */
+ * (allreduce) in bits 0-3, its codec in 4-7, the type in 8-15, the operator in 16-23, the count
+ * in 24-63. */
 uint64_t eng_shape(const struct ftcc_request *r);
 /* "@count x @type @op" of @shape into @buf. */
 void eng_shape_text(uint64_t shape, char *buf, size_t len);

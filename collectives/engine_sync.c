@@ -158,7 +158,7 @@ int eng_fill(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, struc
 		uint32_t prov = d->provider[ch];
 		size_t off, len;
 
-		algo_chunk_range(d->nchunks, r->count, ch, &off, &len);
+		algo_range((enum algo_id)d->att_algo, d->nchunks, r->count, ch, &off, &len);
 		if (len == 0) {
 			continue;
 		}

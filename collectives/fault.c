@@ -35,7 +35,8 @@ struct fault_spec {
 int ftcc_fault_armed;
 
 static const char *const fault_points[] = {
-	"connect", "rs", "ag", "rd", "report", "decide", "fill", "have", "epoch", "join", "input",
+	"connect", "rs",   "ag",   "rd",    "qs",   "qg",    "report",
+	"decide",  "fill", "have", "epoch", "join", "input",
 };
 
 static struct fault_spec fault_specs[FAULT_MAX];

@@ -193,7 +193,7 @@ static void int_div(void *buf, size_t count, enum ftcc_dtype dtype, uint64_t n)
 #define REDUCE_MXCSR_DEFAULT 0x1f80u /* all exceptions masked, nearest, no FTZ/DAZ */
 #define REDUCE_MXCSR_FLAGS 0x3fu     /* sticky exception flags: not part of the mode */
 
-static unsigned int fpenv_enter(void)
+unsigned int ftcc_fpenv_enter(void)
 {
 	unsigned int old = _mm_getcsr();
 
@@ -203,19 +203,19 @@ static unsigned int fpenv_enter(void)
 	return old;
 }
 
-static void fpenv_leave(unsigned int old)
+void ftcc_fpenv_leave(unsigned int old)
 {
 	if ((old & ~REDUCE_MXCSR_FLAGS) != REDUCE_MXCSR_DEFAULT) {
 		_mm_setcsr(old);
 	}
 }
 #else
-static unsigned int fpenv_enter(void)
+unsigned int ftcc_fpenv_enter(void)
 {
 	return 0;
 }
 
-static void fpenv_leave(unsigned int old)
+void ftcc_fpenv_leave(unsigned int old)
 {
 }
 #endif
@@ -234,9 +234,9 @@ int ftcc_reduce(void *dst, const void *src, size_t count, enum ftcc_dtype dtype,
 		int_kernels[dtype][op](dst, src, count);
 		return 0;
 	}
-	unsigned int env = fpenv_enter();
+	unsigned int env = ftcc_fpenv_enter();
 	reduce_fp_apply(dst, src, count, dtype, op == FTCC_AVG ? FTCC_SUM : op);
-	fpenv_leave(env);
+	ftcc_fpenv_leave(env);
 	return 0;
 }
 
@@ -252,9 +252,9 @@ int ftcc_reduce_div(void *buf, size_t count, enum ftcc_dtype dtype, uint64_t n)
 		int_div(buf, count, dtype, n);
 		return 0;
 	}
-	unsigned int env = fpenv_enter();
+	unsigned int env = ftcc_fpenv_enter();
 	reduce_fp_div(buf, count, dtype, n);
-	fpenv_leave(env);
+	ftcc_fpenv_leave(env);
 	return 0;
 }
 
@@ -266,8 +266,8 @@ int ftcc_reduce_scale(void *buf, size_t count, enum ftcc_dtype dtype, double fac
 	if (count == 0) {
 		return 0;
 	}
-	unsigned int env = fpenv_enter();
+	unsigned int env = ftcc_fpenv_enter();
 	reduce_fp_scale(buf, count, dtype, factor);
-	fpenv_leave(env);
+	ftcc_fpenv_leave(env);
 	return 0;
 }

@@ -78,6 +78,22 @@ enum ftcc_redop {
 	FTCC_REDOP_COUNT = 5
 };
 
+/* Codecs of a quantized allreduce (struct ftcc_op_opts): each member's input is cut into blocks
+ * of FTCC_CODEC_BLOCK elements, sent as one float32 scale per block and a small code per element,
+ * and summed in float32; the sum is encoded once more by the member that reduced it, and every
+ * member decodes that same encoding, so results are bit-identical everywhere. Error of one
+ * encoding, per element of a block whose largest magnitude is m: int8 m / 254, int4 m / 14,
+ * fp8 e4m3 |x| / 16 + m / 458752 (README "Quantized allreduce" has the bound of a whole op). A
+ * NaN or infinity makes its block NaN in the result. */
+enum ftcc_codec {
+	FTCC_CODEC_NONE = 0,	 /* full precision (plain allreduce) */
+	FTCC_CODEC_INT8 = 1,	 /* signed 8-bit integer codes, 4.0x fewer bytes than float32 */
+	FTCC_CODEC_FP8_E4M3 = 2, /* fp8 e4m3 codes (scale maps the block's maximum to 448) */
+	FTCC_CODEC_INT4 = 3,	 /* signed 4-bit integer codes, two per byte: 7.5x fewer */
+	FTCC_CODEC_COUNT = 4
+};
+#define FTCC_CODEC_BLOCK 256
+
 /* Errors (negative). */
 enum ftcc_error {
 	FTCC_OK = 0,
@@ -151,6 +167,13 @@ struct ftcc_view {
 	int state;	      /* 0 ok, or the FTCC_ERR_* the communicator ended with */
 };
 
+/* Options of one op, for the *_opts calls. Start from ftcc_op_opts_init(); later fields will be
+ * added at the end, their zero meaning what calls without options do. */
+struct ftcc_op_opts {
+	uint32_t struct_size;  /* set by ftcc_op_opts_init(): sizeof(struct ftcc_op_opts) */
+	enum ftcc_codec codec; /* FTCC_CODEC_NONE, or a codec: float32 or bfloat16, SUM or AVG */
+};
+
 typedef struct ftcc_comm ftcc_comm_t;
 typedef struct ftcc_request ftcc_request_t;
 
@@ -161,6 +184,12 @@ static inline void ftcc_config_init(struct ftcc_config *cfg)
 	*cfg = (struct ftcc_config){ .struct_size = (uint32_t)sizeof(*cfg),
 				     .version = FTCC_VERSION,
 				     .degraded = FTCC_DEGRADED_DEFAULT };
+}
+
+/* Sets @o to the defaults (a plain op). */
+static inline void ftcc_op_opts_init(struct ftcc_op_opts *o)
+{
+	*o = (struct ftcc_op_opts){ .struct_size = (uint32_t)sizeof(*o), .codec = FTCC_CODEC_NONE };
 }
 
 /* Creates this member and waits until the group formed (or admitted it, with join), bounded by
@@ -196,6 +225,17 @@ FTCC_API int ftcc_allreduce(ftcc_comm_t *comm, const void *sendbuf, void *recvbu
  * completes. */
 FTCC_API int ftcc_iallreduce(ftcc_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
 			     enum ftcc_dtype dtype, enum ftcc_redop op, ftcc_request_t **req);
+
+/* ftcc_allreduce and ftcc_iallreduce with options (@opts NULL: none). Every member must call an
+ * op with the same options: a member that calls it with another codec gets FTCC_ERR_MISMATCH, as
+ * for another count. A codec with a type other than float32 or bfloat16, or an operator other
+ * than SUM or AVG, is FTCC_ERR_INVALID. */
+FTCC_API int ftcc_allreduce_opts(ftcc_comm_t *comm, const void *sendbuf, void *recvbuf,
+				 size_t count, enum ftcc_dtype dtype, enum ftcc_redop op,
+				 const struct ftcc_op_opts *opts, struct ftcc_record *rec);
+FTCC_API int ftcc_iallreduce_opts(ftcc_comm_t *comm, const void *sendbuf, void *recvbuf,
+				  size_t count, enum ftcc_dtype dtype, enum ftcc_redop op,
+				  const struct ftcc_op_opts *opts, ftcc_request_t **req);
 
 /* Progress; *@done = 1 when finished: the request is then freed and the op's result returned
  * (as ftcc_allreduce). Otherwise 0 with *@done = 0. */

@@ -65,7 +65,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: ftcc-perf [-m mode] [-b minbytes] [-e maxbytes] [-f stepfactor] [-n iters]\n"
 		"                 [-w warmup] [-c 0|1] [-d depth] [-y 0|1] [-p plugin.so] [-R] [-j]\n"
-		"                 [-k iter] [-K KILL|STOP] [-N ranks] [-t type] [-o op] [-I] [-P]\n"
+		"                 [-k iter] [-K KILL|STOP] [-N ranks] [-t type] [-o op] [-q codec] [-I] [-P]\n"
 		"                 [--kill R@I] [--rank R --boot IPV4:PORT]\n"
 		"  -b, -e   smallest and largest message size; K, M, G suffixes (default 32M)\n"
 		"  -f       multiply the size by this until it exceeds maxbytes (default 2)\n"
@@ -83,6 +83,9 @@ static void usage(FILE *f)
 		"           uint64 float16 float32 float64 bfloat16 fp8_e4m3 fp8_e5m2; default\n"
 		"           float32) and operator (sum prod max min avg; default sum)\n"
 		"  -I       allreduce and collnet modes: in place (sendbuf == recvbuf)\n"
+		"  -q       allreduce mode: quantized with this codec (int8 fp8_e4m3 int4), float32\n"
+		"           or bfloat16 sum; with -c 1 each result is checked against the\n"
+		"           documented error bound and the largest error printed\n"
 		"  -P       allreduce mode: poll: ftcc_iallreduce + ftcc_test, sched_yield after a\n"
 		"           test that did not finish (-y), as the collnet mode drives the plug-in\n"
 		"  --kill R@I  allreduce mode: rank R (1..N-1) SIGKILLs itself at timed iteration\n"
@@ -175,6 +178,9 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg)
 	case 'P':
 		o->poll = 1;
 		return 0;
+	case 'q':
+		o->codec = arg;
+		return perf_q_parse(arg) < 0 ? -EINVAL : 0;
 	case 'r': /* --rank R */
 		return parse_int(arg, 0, PERF_MAX_RANKS - 1, &o->rank);
 	case 'B': /* --boot IPV4:PORT */
@@ -218,8 +224,8 @@ static int parse_args(int argc, char **argv, struct perf_opts *o)
 	if (!o->plugin_path || !*o->plugin_path) {
 		o->plugin_path = "libnccl-net-ftcc.so";
 	}
-	while ((c = getopt_long(argc, argv, "b:e:f:n:w:c:d:y:m:p:k:K:N:t:o:IPjRh", longs, NULL)) !=
-	       -1) {
+	while ((c = getopt_long(argc, argv, "b:e:f:n:w:c:d:y:m:p:k:K:N:t:o:q:IPjRh", longs,
+				NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			exit(0);

@@ -34,6 +34,7 @@ struct perf_opts {
 	const char *redop;     /* allreduce mode, -o: "sum", "prod", "max", "min", "avg" */
 	int inplace;	       /* allreduce mode, -I: sendbuf == recvbuf */
 	int poll;	       /* allreduce mode, -P: ftcc_iallreduce + ftcc_test polled */
+	const char *codec;     /* allreduce mode, -q: codec by name ("int8"); NULL: none */
 	int kill_rank;	       /* allreduce mode, --kill R@I: rank R (>= 1) dies at timed */
 	int kill_iter;	       /* iteration I of the last size; kill_rank -1: nobody */
 	const char *mode;
@@ -63,6 +64,25 @@ struct perf_mode {
 	int max_ranks; /* -N may set 1..max_ranks ranks; 0: always nranks */
 };
 
+/* The check of a quantized allreduce (perf_quant.c): @value(@arg, i, k) is rank k's input
+ * element i, member[k] whether it is in the result. */
+struct perf_q_check {
+	int codec, nranks, bf16;
+	const int *member;
+	double (*value)(const void *arg, size_t i, int rank);
+	const void *arg;
+};
+/* The codec named @name (NULL: none), or -1. */
+int perf_q_parse(const char *name);
+const char *perf_q_name(int codec);
+/* Payload bytes rank 0 sends in one quantized allreduce of @count elements. */
+size_t perf_q_payload(int codec, int nranks, size_t count);
+/* Elements of @got (float32, or bfloat16) outside the documented bound of the exact sum;
+ * *@max_rel the largest error over the largest magnitude of the result. */
+uint64_t perf_q_wrong(const struct perf_q_check *c, const void *got, size_t count, double *max_rel);
+/* Prints the payload and error line of one size. */
+void perf_q_report(const struct perf_opts *o, int codec, int nranks, size_t count, size_t esz,
+		   double max_rel);
 /* What rank 0 reports for one size. Times in microseconds. */
 struct perf_result {
 	size_t size, count;

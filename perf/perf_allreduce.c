@@ -64,6 +64,8 @@ struct ar_run {
 	struct ftcc_record rec, all; /* the last op's record; one with every member */
 	struct ar_kill_note note;    /* this rank's view of the kill iteration */
 	int nranks, kill_at; /* kill_at: timed iteration of this size at which kill_rank dies */
+	int codec;	     /* -q: the codec of a quantized allreduce, 0 none */
+	double qerr;	     /* its largest relative error at this size */
 };
 
 static const struct ar_type *ar_type_find(const char *name)
@@ -189,6 +191,41 @@ static int ar_op(struct ar_run *r, size_t count)
 	return r->drv->op(r->t, src, r->rbuf, count, (int)r->type->dtype, (int)r->op, &r->rec);
 }
 
+/* What the quantized check needs: rank k's input at iteration it. */
+struct ar_qarg {
+	const struct ar_run *r;
+	int it;
+};
+
+static double ar_qvalue(const void *arg, size_t i, int rank)
+{
+	const struct ar_qarg *q = arg;
+
+	return ar_value(q->r, i, q->it, rank);
+}
+
+/* Elements of a quantized result outside the documented bound; the error into r->qerr. */
+static uint64_t ar_qwrong(struct ar_run *r, size_t count, int it, const struct ftcc_record *rec)
+{
+	struct ar_qarg arg = { r, it };
+	int member[PERF_MAX_RANKS];
+	struct perf_q_check c = { .codec = r->codec,
+				  .nranks = r->nranks,
+				  .bf16 = r->type->dtype == FTCC_BFLOAT16,
+				  .member = member,
+				  .value = ar_qvalue,
+				  .arg = &arg };
+	double rel;
+	uint64_t wrong;
+
+	for (int k = 0; k < r->nranks; k++) {
+		member[k] = ftcc_record_has(rec, (uint32_t)k);
+	}
+	wrong = perf_q_wrong(&c, r->rbuf, count, &rel);
+	r->qerr = rel > r->qerr ? rel : r->qerr;
+	return wrong;
+}
+
 /* Warm-up, then the timed iterations of one size into r->times; *@wrong counts bad elements.
  * The kill victim dies here at iteration r->kill_at. */
 static int ar_iterations(struct ar_run *r, size_t count, uint64_t *wrong)
@@ -225,8 +262,10 @@ static int ar_iterations(struct ar_run *r, size_t count, uint64_t *wrong)
 		r->times[it] = perf_now_ns() - t0;
 		if (!rc && o->check) {
 			/* outside the kill's size every member must be in every result */
-			*wrong +=
-				ar_wrong(r, r->rbuf, count, it, r->kill_at < 0 ? &r->all : &r->rec);
+			const struct ftcc_record *rec = r->kill_at < 0 ? &r->all : &r->rec;
+
+			*wrong += r->codec ? ar_qwrong(r, count, it, rec) :
+					     ar_wrong(r, r->rbuf, count, it, rec);
 		}
 		if (it == r->kill_at) {
 			r->note.t_ns = r->times[it];
@@ -336,6 +375,10 @@ static int ar_report(struct ar_run *r, size_t size, size_t count, uint64_t wrong
 		} else {
 			perf_report_row(o, &res);
 		}
+		if (r->codec) {
+			perf_q_report(o, r->codec, r->nranks, count, r->type->size,
+				      o->check ? r->qerr : -1);
+		}
 		if (r->kill_at >= 0) {
 			ar_kill_report(r, &res);
 		}
@@ -367,6 +410,7 @@ static int ar_sweep(struct ar_run *r)
 		uint64_t wrong = 0;
 
 		next = ar_next_size(o, size);
+		r->qerr = 0;
 		r->kill_at = next == 0 && o->kill_rank > 0 ? o->kill_iter : -1;
 		rc = ar_iterations(r, count, &wrong);
 		rc = rc ? rc : ar_report(r, count * r->type->size, count, wrong);
@@ -429,6 +473,16 @@ int perf_ar_run(const struct perf_opts *o, struct perf_boot *b, const struct per
 		return -EINVAL;
 	}
 	r.op = (enum ftcc_redop)op;
+	r.codec = perf_q_parse(o->codec);
+	if (r.codec < 0 ||
+	    (r.codec && (strcmp(o->mode, "allreduce") || r.op != FTCC_SUM ||
+			 (r.type->dtype != FTCC_FLOAT32 && r.type->dtype != FTCC_BFLOAT16)))) {
+		fprintf(stderr,
+			"ftcc-perf: -q %s: a codec (int8 fp8_e4m3 int4) of the allreduce "
+			"mode, with -t float32 or bfloat16 and -o sum\n",
+			o->codec);
+		return -EINVAL;
+	}
 	memset(r.all.contrib, 0xff, sizeof(r.all.contrib));
 	bytes = (o->max_bytes / r.type->size + 1) * r.type->size;
 	r.sbuf = perf_buf_alloc(bytes);
@@ -493,6 +547,7 @@ int perf_ar_poll(int (*test)(void *arg, int *done), void *arg, int yield, const 
 struct ar_capi {
 	ftcc_comm_t *comm;
 	int rank, yield;
+	struct ftcc_op_opts opts; /* -q */
 };
 
 /* Each rank picks a free port on its own address; rank 0 gathers them, names the group and
@@ -588,8 +643,8 @@ static int capi_op_blocking(void *t, const void *src, void *dst, size_t count, i
 			    struct ftcc_record *rec)
 {
 	struct ar_capi *c = t;
-	int rc = ftcc_allreduce(c->comm, src, dst, count, (enum ftcc_dtype)dtype,
-				(enum ftcc_redop)redop, rec);
+	int rc = ftcc_allreduce_opts(c->comm, src, dst, count, (enum ftcc_dtype)dtype,
+				     (enum ftcc_redop)redop, &c->opts, rec);
 
 	return rc ? capi_failed(c, "ftcc_allreduce", count, rc) : 0;
 }
@@ -614,8 +669,8 @@ static int capi_op_poll(void *t, const void *src, void *dst, size_t count, int d
 {
 	struct ar_capi *c = t;
 	struct capi_poll p = { .rec = rec };
-	int rc = ftcc_iallreduce(c->comm, src, dst, count, (enum ftcc_dtype)dtype,
-				 (enum ftcc_redop)redop, &p.req);
+	int rc = ftcc_iallreduce_opts(c->comm, src, dst, count, (enum ftcc_dtype)dtype,
+				      (enum ftcc_redop)redop, &c->opts, &p.req);
 
 	if (rc) {
 		return capi_failed(c, "ftcc_iallreduce", count, rc);
@@ -648,6 +703,9 @@ static const struct perf_ar_driver capi_poll = {
 int perf_allreduce_run(const struct perf_opts *o, struct perf_boot *b)
 {
 	struct ar_capi c = { .rank = b->rank, .yield = o->yield };
+
+	ftcc_op_opts_init(&c.opts);
+	c.opts.codec = perf_q_parse(o->codec) > 0 ? (enum ftcc_codec)perf_q_parse(o->codec) : 0;
 
 	return perf_ar_run(o, b, o->poll ? &capi_poll : &capi_blocking, &c);
 }

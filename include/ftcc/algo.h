@@ -23,6 +23,7 @@
 enum algo_id {
 	ALGO_RING = 1, /* reduce-scatter then allgather around the ring, pipelined in segments */
 	ALGO_RD = 2,   /* recursive doubling (non powers of two: the extra members fold in first) */
+	ALGO_Q = 3,    /* quantized: scatter encoded chunks to their owners, gather encoded sums */
 };
 
 struct algo_att {
@@ -36,10 +37,11 @@ struct algo_att {
 	void *out;	     /* result; may not alias @input */
 	size_t count;	     /* elements */
 	enum ftcc_dtype dtype;
-	enum ftcc_redop op; /* AVG is reduced as SUM; the engine divides afterwards */
-	uint64_t shape;	    /* the op's shape, carried by every data frame (dp.h) */
-	void *scratch;	    /* algo_scratch_bytes() bytes, engine-owned */
-	uint8_t *have;	    /* bitmap of algo_chunks() bits, cleared by the engine */
+	enum ftcc_redop op;    /* AVG is reduced as SUM; the engine divides afterwards */
+	enum ftcc_codec codec; /* ALGO_Q's codec */
+	uint64_t shape;	       /* the op's shape, carried by every data frame (dp.h) */
+	void *scratch;	       /* algo_scratch_bytes() bytes, engine-owned */
+	uint8_t *have;	       /* bitmap of algo_chunks() bits, cleared by the engine */
 	/* Called whenever the data plane waited without progress, and at least every 10 ms: a
 	 * nonzero value aborts the attempt and is returned (the epoch changed). */
 	int (*check)(void *arg);
@@ -53,14 +55,23 @@ enum algo_id algo_choose(size_t bytes, uint32_t n);
 uint32_t algo_chunks(enum algo_id id, uint32_t n);
 /* Element range [*off, *off + *len) of chunk @c of @nchunks over @count elements. */
 void algo_chunk_range(uint32_t nchunks, size_t count, uint32_t c, size_t *off, size_t *len);
-/* Scratch bytes the algorithm needs. */
+/* The same for algorithm @id: ALGO_Q cuts at multiples of FTCC_CODEC_BLOCK elements (its
+ * blocks are the buffer's, whatever the group's size), the others as algo_chunk_range(). */
+void algo_range(enum algo_id id, uint32_t nchunks, size_t count, uint32_t c, size_t *off,
+		size_t *len);
+/* Scratch bytes the algorithm needs (ALGO_Q: algo_q_scratch_bytes()). */
 size_t algo_scratch_bytes(enum algo_id id, uint32_t n, size_t count, enum ftcc_dtype dtype);
+/* Scratch bytes of a quantized attempt with @codec among @n members. */
+size_t algo_q_scratch_bytes(enum ftcc_codec codec, uint32_t n, size_t count);
 
 /* Runs the attempt. 0 when @out holds the whole result (every @have bit set); otherwise the
  * error: dp's (-EPIPE with bad_peer, -ECANCELED, -EPROTO) or @check's. Fault points: "rs" and
  * "ag" (ring, step = ring step), "rd" (step = round). */
 int algo_ring_run(struct algo_att *a);
 int algo_rd_run(struct algo_att *a);
+/* ALGO_Q (collectives/algo_q.c): float32 or bfloat16 SUM with a->codec. Fault points "qs"
+ * (before the scatter) and "qg" (before the gather), step 0. */
+int algo_q_run(struct algo_att *a);
 int algo_run(enum algo_id id, struct algo_att *a);
 
 static inline void algo_have_set(uint8_t *have, uint32_t c)

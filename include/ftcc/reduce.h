@@ -72,4 +72,11 @@ int ftcc_reduce_div(void *buf, size_t count, enum ftcc_dtype dtype, uint64_t n);
  * Returns 0, or -EINVAL for an integer or unknown @dtype. Thread-safe, never blocks. */
 int ftcc_reduce_scale(void *buf, size_t count, enum ftcc_dtype dtype, double factor);
 
+/* Installs the default floating-point environment of the kernels' semantics above for the
+ * calling thread (on x86: MXCSR round to nearest, no FTZ/DAZ) and returns what to restore with
+ * ftcc_fpenv_leave(). Float work between the two must sit in functions that are not inlined into
+ * the caller, so that the compiler cannot move it across the switch. */
+unsigned int ftcc_fpenv_enter(void);
+void ftcc_fpenv_leave(unsigned int old);
+
 #endif

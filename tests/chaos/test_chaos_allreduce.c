@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The fault-tolerant allreduce (ftcc.h) when a member dies: at each named phase of the engine
- * (FTCC_FAULT), a second member during the resume, two at once, at connect, or by SIGKILL while ops
- * run. After each, every survivor must have completed every op within the bound, with
+ * (FTCC_FAULT), the quantized allreduce's too, a second member during the resume, two at once, at
+ * connect, or by SIGKILL while ops run. After each, every survivor must have completed every op within the bound, with
  * bit-identical results and contributor sets everywhere, exactly the reduction over that set, and
  * only the failed left out. Freezes, cuts, joins, policies, abort and the soak are in
  * test_chaos_allreduce_faults.c.
@@ -233,6 +233,44 @@ Test(ft_kill, rd_member0)
 Test(ft_kill, rd_round1_member2_of_4)
 {
 	RD("rd1m2of4", 4, 2, "rd:5:1");
+}
+
+/* The quantized allreduce: before its scatter nobody holds anything of the op (redone without the
+ * victim); before its gather each survivor holds its own reduced chunk, the victim's is lost, so
+ * the op is redone too, or finished from the data where the victim's chunk got out. */
+#define QUANT(nm, nn, victim, spec)                                                                \
+	fault_kill(&(struct fault_case){ .name = nm,                                               \
+					 .n = nn,                                                  \
+					 .fault = { [victim] = spec },                             \
+					 .script = qbig,                                           \
+					 .nspec = 1,                                               \
+					 .resume_ok = 1 })
+
+Test(ft_kill, quant_scatter_member1)
+{
+	QUANT("qs0m1", 3, 1, "qs:5:0");
+}
+
+Test(ft_kill, quant_scatter_member0_of_4)
+{
+	QUANT("qs0m0of4", 4, 0, "qs:5:0");
+}
+
+Test(ft_kill, quant_gather_member2)
+{
+	QUANT("qg0m2", 3, 2, "qg:5:0");
+}
+
+Test(ft_kill, quant_gather_member1_of_5)
+{
+	QUANT("qg0m1of5", 5, 1, "qg:5:0");
+}
+
+/* After the gather, before the have notices: the survivors hold every chunk, the victim's input
+ * among them, and finish from the data (or redo, if one of them missed a chunk). */
+Test(ft_kill, quant_have_member1)
+{
+	QUANT("qhm1", 3, 1, "have:5");
 }
 
 /* Two members die at the same point of one op: the three others finish it. */

@@ -210,6 +210,7 @@ static int ft_start(struct ft_child *c, struct ft_slot *s)
 	const struct ft_group *g = c->g;
 	struct ft_run *r = c->r;
 	struct ftcc_record rec;
+	struct ftcc_op_opts opts;
 	void *in = s->spec->inplace ? s->recv : s->send;
 	int rc;
 
@@ -220,17 +221,19 @@ static int ft_start(struct ft_child *c, struct ft_slot *s)
 		chaos_sleep_ms(r->late_ms);
 	r->ops[s->seq].t_start = chaos_now_ns();
 	atomic_store_explicit(&r->ops[s->seq].state, FT_OP_STARTED, memory_order_release);
+	ftcc_op_opts_init(&opts);
+	opts.codec = s->spec->codec;
 	if (g->o.depth <= 1) {
 		memset(&rec, 0, sizeof(rec));
-		rc = ftcc_allreduce(c->comm, in, s->recv, s->spec->count, s->spec->dtype,
-				    s->spec->op, &rec);
+		rc = ftcc_allreduce_opts(c->comm, in, s->recv, s->spec->count, s->spec->dtype,
+					 s->spec->op, &opts, &rec);
 		ft_finish(r, s->seq, s->spec, rc, &rec, s->recv);
 		ft_note_epoch(c->comm, r);
 		return rc == FTCC_ERR_DEGRADED || rc == FTCC_ERR_MISMATCH ? 0 : rc;
 	}
 	s->req = NULL;
-	rc = ftcc_iallreduce(c->comm, in, s->recv, s->spec->count, s->spec->dtype, s->spec->op,
-			     &s->req);
+	rc = ftcc_iallreduce_opts(c->comm, in, s->recv, s->spec->count, s->spec->dtype, s->spec->op,
+				  &opts, &s->req);
 	if (rc)
 		ft_finish(r, s->seq, s->spec, rc, NULL, NULL);
 	return rc;

@@ -36,7 +36,8 @@ struct ft_spec {
 	size_t count; /* elements */
 	enum ftcc_dtype dtype;
 	enum ftcc_redop op;
-	int inplace; /* sendbuf == recvbuf */
+	int inplace;	       /* sendbuf == recvbuf */
+	enum ftcc_codec codec; /* a quantized allreduce (ftcc_allreduce_opts); 0: plain */
 };
 
 /* Op states in struct ft_op. */

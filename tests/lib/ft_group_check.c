@@ -13,6 +13,8 @@
 
 #include "abi_net.h"
 #include "chaos_proc.h"
+#include "ftcc/algo.h"
+#include "ftcc/quant.h"
 #include "ftcc/reduce.h"
 #include "ftcc/text.h"
 
@@ -156,6 +158,39 @@ static int ft_rescaled(const struct ft_spec *spec, uint32_t ncontrib, uint32_t s
 	       ftcc_dtype_is_float(spec->dtype) && ncontrib > 0 && ncontrib < size;
 }
 
+/* The result of a quantized op over the members of @mask into @acc, as collectives/algo_q.c
+ * makes it among exactly those members: each member's chunk c encoded, the decodings summed in
+ * float32 in member order, the sum encoded once more and decoded. @tmp holds one input. */
+static void ft_expect_q(const struct ft_spec *spec, uint64_t seq, uint32_t mask, void *acc,
+			void *tmp)
+{
+	size_t esz = ftcc_dtype_size(spec->dtype), off, len;
+	uint32_t n = (uint32_t)__builtin_popcount(mask);
+	float *sum = calloc(spec->count + 1, sizeof(float));
+	uint8_t *enc = malloc(ftcc_q_bytes(spec->codec, spec->count) + 64);
+
+	if (!sum || !enc)
+		abort();
+	for (uint32_t m = 0; m < 32; m++) {
+		if (!(mask >> m & 1))
+			continue;
+		ft_input(tmp, spec, m, seq);
+		for (uint32_t c = 0; c < n; c++) {
+			algo_range(ALGO_Q, n, spec->count, c, &off, &len);
+			ftcc_q_encode(spec->codec, (uint8_t *)tmp + off * esz, spec->dtype, len,
+				      enc);
+			ftcc_q_decode_add(spec->codec, enc, len, sum + off);
+		}
+	}
+	for (uint32_t c = 0; c < n; c++) {
+		algo_range(ALGO_Q, n, spec->count, c, &off, &len);
+		ftcc_q_encode(spec->codec, sum + off, FTCC_FLOAT32, len, enc);
+		ftcc_q_decode(spec->codec, enc, len, (uint8_t *)acc + off * esz, spec->dtype);
+	}
+	free(sum);
+	free(enc);
+}
+
 uint64_t ft_expect(const struct ft_spec *spec, uint64_t seq, uint32_t mask, uint32_t size,
 		   enum ftcc_degraded policy, void *acc, void *tmp, double *scale)
 {
@@ -167,11 +202,14 @@ uint64_t ft_expect(const struct ft_spec *spec, uint64_t seq, uint32_t mask, uint
 	for (uint32_t m = 0; m < 32; m++) {
 		if (!(mask >> m & 1))
 			continue;
-		ft_input(n ? tmp : acc, spec, m, seq);
-		if (n)
+		if (!spec->codec)
+			ft_input(n ? tmp : acc, spec, m, seq);
+		if (n && !spec->codec)
 			ftcc_reduce(acc, tmp, spec->count, spec->dtype, spec->op);
 		n++;
 	}
+	if (spec->codec && n)
+		ft_expect_q(spec, seq, mask, acc, tmp);
 	if (n == 0)
 		memset(acc, 0, bytes);
 	if (spec->op == FTCC_AVG && n)
