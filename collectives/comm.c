@@ -57,6 +57,8 @@ FTCC_API const char *ftcc_strerror(int err)
 		return "too many ops in flight";
 	case FTCC_ERR_MISMATCH:
 		return "members called the op with different shapes";
+	case FTCC_ERR_PEER_LOST:
+		return "the member the op depended on was lost";
 	default:
 		return "unknown error";
 	}
@@ -125,6 +127,7 @@ static void execute(struct ftcc_comm *c, struct ftcc_request *until)
 			r->result = FTCC_ERR_LOST; /* this member left the group */
 		} else {
 			eng_run_op(c, r);
+			eng_coll_finish(c, r);
 			if (gives_up(r->result)) {
 				char why[320];
 
@@ -512,6 +515,7 @@ FTCC_API int ftcc_comm_destroy(ftcc_comm_t *c)
 	/* Queued, done and untested: every request not collected yet goes with the comm. */
 	for (r = c->live; r; r = next) {
 		next = r->lnext;
+		free(r->tmp);
 		free(r);
 	}
 	comm_free(c);
@@ -569,42 +573,19 @@ FTCC_API const char *ftcc_comm_last_error(ftcc_comm_t *c)
 	return c ? c->last_error : "";
 }
 
-/* The codec of @o (NONE without options), or -1 for options not made by ftcc_op_opts_init() of
- * a header this library knows (a newer one's fields would be ignored) or not valid with @dtype
- * and @op. */
-static int codec_of(const struct ftcc_op_opts *o, enum ftcc_dtype dtype, enum ftcc_redop op)
+/* The checks of eng_start() before anything is allocated. */
+static int start_check(struct ftcc_comm *c, const struct eng_op *d, ftcc_request_t **req)
 {
-	if (!o) {
-		return FTCC_CODEC_NONE;
-	}
-	if (o->struct_size < offsetof(struct ftcc_op_opts, codec) + sizeof(o->codec) ||
-	    o->struct_size > sizeof(*o)) {
-		return -1;
-	}
-	if (o->codec == FTCC_CODEC_NONE) {
-		return FTCC_CODEC_NONE;
-	}
-	return ftcc_q_supported(o->codec, dtype, op) ? (int)o->codec : -1;
-}
+	size_t bytes = d->count * ftcc_dtype_size(d->dtype);
+	const char *s = d->sendbuf, *r = d->recvbuf;
 
-static int start(struct ftcc_comm *c, const void *sendbuf, void *recvbuf, size_t count,
-		 enum ftcc_dtype dtype, enum ftcc_redop op, const struct ftcc_op_opts *opts,
-		 int wake, ftcc_request_t **req)
-{
-	struct ftcc_request *r;
-	int codec = codec_of(opts, dtype, op);
-
-	if (!c || !req || (unsigned)dtype >= FTCC_DTYPE_COUNT || (unsigned)op >= FTCC_REDOP_COUNT ||
-	    (count && (!sendbuf || !recvbuf)) || count > FTCC_MAX_COUNT || codec < 0) {
+	if (!c || !req || (unsigned)d->dtype >= FTCC_DTYPE_COUNT ||
+	    (unsigned)d->op >= FTCC_REDOP_COUNT || (unsigned)d->codec >= FTCC_CODEC_COUNT ||
+	    (d->count && (!s || !r)) || d->count > FTCC_MAX_COUNT) {
 		return FTCC_ERR_INVALID;
 	}
-	if (sendbuf != recvbuf && count) {
-		size_t bytes = count * ftcc_dtype_size(dtype);
-		const char *s = sendbuf, *d = recvbuf;
-
-		if (s < d + bytes && d < s + bytes) {
-			return FTCC_ERR_INVALID; /* overlapping but not in place */
-		}
+	if (s != r && d->count && s < r + bytes && r < s + bytes) {
+		return FTCC_ERR_INVALID; /* overlapping but not in place */
 	}
 	if (atomic_load(&c->aborted)) {
 		return FTCC_ERR_ABORTED;
@@ -615,20 +596,36 @@ static int start(struct ftcc_comm *c, const void *sendbuf, void *recvbuf, size_t
 		return FTCC_ERR_LOST; /* it left the group: ftcc_comm_last_error() says why */
 	}
 	pthread_mutex_unlock(&c->mu);
-	r = calloc(1, sizeof(*r));
+	return 0;
+}
+
+int eng_start(struct ftcc_comm *c, const struct eng_op *d, int wake, ftcc_request_t **req)
+{
+	struct ftcc_request *r;
+	int rc = start_check(c, d, req);
+
+	r = rc ? NULL : calloc(1, sizeof(*r));
 	if (!r) {
-		return FTCC_ERR_NOMEM;
+		free(d->tmp);
+		return rc ? rc : FTCC_ERR_NOMEM;
 	}
 	r->comm = c;
-	r->sendbuf = sendbuf;
-	r->recvbuf = recvbuf;
-	r->count = count;
-	r->dtype = dtype;
-	r->op = op;
-	r->codec = (enum ftcc_codec)codec;
+	r->sendbuf = d->sendbuf;
+	r->recvbuf = d->recvbuf;
+	r->count = d->count;
+	r->dtype = d->dtype;
+	r->op = d->op;
+	r->codec = d->codec;
+	r->kind = d->kind;
+	r->param = d->param;
+	r->tmp = d->tmp;
+	r->dst = d->dst;
+	r->dst_off = d->dst_off;
+	r->dst_len = d->dst_len;
 	pthread_mutex_lock(&c->mu);
 	if (c->next_seq - c->exec_seq >= FTCC_MAX_INFLIGHT) {
 		pthread_mutex_unlock(&c->mu);
+		free(r->tmp);
 		free(r);
 		return FTCC_ERR_BUSY;
 	}
@@ -656,19 +653,6 @@ static int start(struct ftcc_comm *c, const void *sendbuf, void *recvbuf, size_t
 	return 0;
 }
 
-FTCC_API int ftcc_iallreduce(ftcc_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
-			     enum ftcc_dtype dtype, enum ftcc_redop op, ftcc_request_t **req)
-{
-	return start(c, sendbuf, recvbuf, count, dtype, op, NULL, 1, req);
-}
-
-FTCC_API int ftcc_iallreduce_opts(ftcc_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
-				  enum ftcc_dtype dtype, enum ftcc_redop op,
-				  const struct ftcc_op_opts *opts, ftcc_request_t **req)
-{
-	return start(c, sendbuf, recvbuf, count, dtype, op, opts, 1, req);
-}
-
 static int collect(struct ftcc_request *r, struct ftcc_record *rec)
 {
 	struct ftcc_comm *c = r->comm;
@@ -687,6 +671,7 @@ static int collect(struct ftcc_request *r, struct ftcc_record *rec)
 		r->lnext->lprev = r->lprev;
 	}
 	pthread_mutex_unlock(&c->mu);
+	free(r->tmp);
 	free(r);
 	return rc;
 }
@@ -751,23 +736,4 @@ FTCC_API int ftcc_wait(ftcc_request_t *r, struct ftcc_record *rec)
 	}
 	pthread_mutex_unlock(&c->mu);
 	return collect(r, rec);
-}
-
-FTCC_API int ftcc_allreduce(ftcc_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
-			    enum ftcc_dtype dtype, enum ftcc_redop op, struct ftcc_record *rec)
-{
-	ftcc_request_t *r;
-	int rc = start(c, sendbuf, recvbuf, count, dtype, op, NULL, 0, &r);
-
-	return rc ? rc : ftcc_wait(r, rec);
-}
-
-FTCC_API int ftcc_allreduce_opts(ftcc_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
-				 enum ftcc_dtype dtype, enum ftcc_redop op,
-				 const struct ftcc_op_opts *opts, struct ftcc_record *rec)
-{
-	ftcc_request_t *r;
-	int rc = start(c, sendbuf, recvbuf, count, dtype, op, opts, 0, &r);
-
-	return rc ? rc : ftcc_wait(r, rec);
 }

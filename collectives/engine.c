@@ -234,18 +234,35 @@ static int self_contributes(const struct ctl_epoch *e)
 
 uint64_t eng_shape(const struct ftcc_request *r)
 {
-	return 1u | (uint64_t)r->codec << 4 | (uint64_t)r->dtype << 8 | (uint64_t)r->op << 16 |
+	return (uint64_t)r->kind | (uint64_t)r->codec << 4 | (uint64_t)(r->param & 0xffff) << 8 |
 	       (uint64_t)r->count << 24;
 }
 
 void eng_shape_text(uint64_t shape, char *buf, size_t len)
 {
 	enum ftcc_codec codec = (enum ftcc_codec)(shape >> 4 & 0xf);
+	unsigned long long count = shape >> 24;
+	unsigned param = (unsigned)(shape >> 8 & 0xffff);
+	const char *type = ftcc_dtype_name((enum ftcc_dtype)(param & 0xff));
+	const char *op = ftcc_redop_name((enum ftcc_redop)(param >> 8));
 
-	snprintf(buf, len, "%llu x %s %s%s%s", (unsigned long long)(shape >> 24),
-		 ftcc_dtype_name((enum ftcc_dtype)(shape >> 8 & 0xff)),
-		 ftcc_redop_name((enum ftcc_redop)(shape >> 16 & 0xff)), codec ? " as " : "",
-		 codec ? ftcc_q_name(codec) : "");
+	switch (shape & 0xf) {
+	case ENG_BROADCAST:
+		snprintf(buf, len, "broadcast of %llu bytes from member %u", count, param);
+		break;
+	case ENG_ALLGATHER:
+		snprintf(buf, len, "allgather of %llu bytes of %s", count, type);
+		break;
+	case ENG_REDUCE_SCATTER:
+		snprintf(buf, len, "reduce-scatter of %llu x %s %s", count, type, op);
+		break;
+	case ENG_BARRIER:
+		snprintf(buf, len, "barrier");
+		break;
+	default:
+		snprintf(buf, len, "%llu x %s %s%s%s", count, type, op, codec ? " as " : "",
+			 codec ? ftcc_q_name(codec) : "");
+	}
 }
 
 /* Runs a fresh attempt of @r among the members of @e. */

@@ -23,6 +23,31 @@
 /* Completed ops remembered for the exchanges of later epochs. */
 #define ENG_DONE_RING 64
 
+/* What a request is: its shape's kind (bits 0-3). Every kind runs as an allreduce. */
+enum eng_kind {
+	ENG_ALLREDUCE = 1,
+	ENG_BROADCAST = 2,	/* uint8 SUM of the bytes; every member but the root gives 0 */
+	ENG_ALLGATHER = 3,	/* uint8 SUM of size slots, each member's own filled */
+	ENG_REDUCE_SCATTER = 4, /* allreduce into an owned buffer, then the own slot copied */
+	ENG_BARRIER = 5,	/* an allreduce of no elements */
+};
+
+/* An op as a call describes it, for eng_start(): the allreduce the engine runs, and what the
+ * shape says (@kind, @param: a broadcast's root; the caller's type and operator otherwise). */
+struct eng_op {
+	enum eng_kind kind;
+	uint32_t param;
+	const void *sendbuf;
+	void *recvbuf;
+	size_t count;
+	enum ftcc_dtype dtype;
+	enum ftcc_redop op;
+	enum ftcc_codec codec;
+	void *tmp;		 /* owned by the request from then on (freed with it) */
+	void *dst;		 /* reduce-scatter: where the own slot goes */
+	size_t dst_off, dst_len; /* its bytes in the result */
+};
+
 /* One op: the caller's arguments, and its outcome once done. Owned by the caller between
  * ftcc_iallreduce() and ftcc_test()/ftcc_wait(); queued on the comm meanwhile. */
 struct ftcc_request {
@@ -36,7 +61,11 @@ struct ftcc_request {
 	enum ftcc_dtype dtype;
 	enum ftcc_redop op;
 	enum ftcc_codec codec; /* FTCC_CODEC_NONE: a plain allreduce */
-	int done;	       /* under comm->mu */
+	enum eng_kind kind;
+	uint32_t param;		 /* struct eng_op's */
+	void *tmp, *dst;	 /* struct eng_op's */
+	size_t dst_off, dst_len; /* struct eng_op's */
+	int done;		 /* under comm->mu */
 	int result;
 	struct ftcc_record rec;
 };
@@ -123,6 +152,13 @@ struct ftcc_comm {
 uint64_t eng_shape(const struct ftcc_request *r);
 /* "@count x @type @op" of @shape into @buf. */
 void eng_shape_text(uint64_t shape, char *buf, size_t len);
+
+/* Starts op @d (checked here: FTCC_ERR_INVALID for bad arguments) and queues it; @wake: tell the
+ * executor thread. 0 and *@req, or an FTCC_ERR_*; @d->tmp is freed on an error. */
+int eng_start(struct ftcc_comm *c, const struct eng_op *d, int wake, ftcc_request_t **req);
+/* What the kind of op @r does once the engine ran it (colls.c): a broadcast without its root
+ * fails, a reduce-scatter's slot is copied out. Executor only. */
+void eng_coll_finish(struct ftcc_comm *c, struct ftcc_request *r);
 
 /* Runs op @r to its end (any number of attempts); fills r->result and r->rec. Executor only. */
 void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ftcc: fault-tolerant allreduce for groups of processes, as a plain C API.
+/* ftcc: fault-tolerant allreduce (and broadcast, allgather, reduce-scatter, barrier) for groups of
+ * processes, as a plain C API.
  *
  * A communicator is one member of a named group. Members form the group together (each knows
  * the group's size and every member's control address, or a coordinator daemon), then issue
@@ -97,20 +98,23 @@ enum ftcc_codec {
 /* Errors (negative). */
 enum ftcc_error {
 	FTCC_OK = 0,
-	FTCC_ERR_INVALID = -1,	/* a bad argument or configuration (the log says which) */
-	FTCC_ERR_NOMEM = -2,	/* out of memory */
-	FTCC_ERR_SYSTEM = -3,	/* a system call failed (sockets, threads) */
-	FTCC_ERR_TIMEOUT = -4,	/* the group did not form (or admit us) within the bound */
-	FTCC_ERR_LOST = -5,	/* this member can no longer make progress: no quorum on its
+	FTCC_ERR_INVALID = -1,	  /* a bad argument or configuration (the log says which) */
+	FTCC_ERR_NOMEM = -2,	  /* out of memory */
+	FTCC_ERR_SYSTEM = -3,	  /* a system call failed (sockets, threads) */
+	FTCC_ERR_TIMEOUT = -4,	  /* the group did not form (or admit us) within the bound */
+	FTCC_ERR_LOST = -5,	  /* this member can no longer make progress: no quorum on its
 				 * side of a partition, removed from the group, or left */
-	FTCC_ERR_DEGRADED = -6, /* policy FTCC_DEGRADED_FAIL: the op completed, everywhere,
+	FTCC_ERR_DEGRADED = -6,	  /* policy FTCC_DEGRADED_FAIL: the op completed, everywhere,
 				 * without some members' input; its record says whose */
-	FTCC_ERR_ABORTED = -7,	/* the communicator was aborted with the op in flight */
-	FTCC_ERR_BUSY = -8,	/* too many ops started and not executed (FTCC_MAX_INFLIGHT) */
-	FTCC_ERR_MISMATCH = -9, /* the members called this op with different shapes (count,
+	FTCC_ERR_ABORTED = -7,	  /* the communicator was aborted with the op in flight */
+	FTCC_ERR_BUSY = -8,	  /* too many ops started and not executed (FTCC_MAX_INFLIGHT) */
+	FTCC_ERR_MISMATCH = -9,	  /* the members called this op with different shapes (count,
 				 * type or op): it ended so on every member of the op, nobody
 				 * was removed, and the communicator goes on with the next op;
 				 * ftcc_comm_last_error() names both shapes and members */
+	FTCC_ERR_PEER_LOST = -10, /* the member an op depended on (a broadcast's root) left or
+				   * died before its data reached the group: the op ended so on
+				   * every member, and the communicator goes on */
 };
 
 /* What a result over fewer contributors than the group's size becomes. */
@@ -236,6 +240,39 @@ FTCC_API int ftcc_allreduce_opts(ftcc_comm_t *comm, const void *sendbuf, void *r
 FTCC_API int ftcc_iallreduce_opts(ftcc_comm_t *comm, const void *sendbuf, void *recvbuf,
 				  size_t count, enum ftcc_dtype dtype, enum ftcc_redop op,
 				  const struct ftcc_op_opts *opts, ftcc_request_t **req);
+
+/* The other collectives. They run through the allreduce engine (an op of each is numbered,
+ * recorded, resumed or redone as an allreduce is), so the ordering rule, the records and the
+ * degraded policy are the same; another kind of op, root, count or type at the same point is
+ * FTCC_ERR_MISMATCH. Slots follow member ids: member i's block is at i * count elements, for
+ * the group's size at formation. Each is the blocking call; the ftcc_i* form returns a request.
+ *
+ * Broadcast of @count elements of @buf from member @root. Returns FTCC_ERR_PEER_LOST on every
+ * member when the root's data is not in the result (it left or died first: @buf is then
+ * unspecified), 0 otherwise, whichever other members are missing. */
+FTCC_API int ftcc_broadcast(ftcc_comm_t *comm, void *buf, size_t count, enum ftcc_dtype dtype,
+			    uint32_t root, struct ftcc_record *rec);
+FTCC_API int ftcc_ibroadcast(ftcc_comm_t *comm, void *buf, size_t count, enum ftcc_dtype dtype,
+			     uint32_t root, ftcc_request_t **req);
+/* Allgather: @recvbuf (size * @count elements) gets each contributor's @count elements of
+ * @sendbuf in its slot; the slots of members not in the record are zero. @sendbuf may be this
+ * member's slot of @recvbuf (in place). */
+FTCC_API int ftcc_allgather(ftcc_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+			    enum ftcc_dtype dtype, struct ftcc_record *rec);
+FTCC_API int ftcc_iallgather(ftcc_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+			     enum ftcc_dtype dtype, ftcc_request_t **req);
+/* Reduce-scatter: the allreduce of @sendbuf's size * @count elements, of which this member
+ * gets its slot's @count elements in @recvbuf (which may overlap @sendbuf). */
+FTCC_API int ftcc_reduce_scatter(ftcc_comm_t *comm, const void *sendbuf, void *recvbuf,
+				 size_t count, enum ftcc_dtype dtype, enum ftcc_redop op,
+				 struct ftcc_record *rec);
+FTCC_API int ftcc_ireduce_scatter(ftcc_comm_t *comm, const void *sendbuf, void *recvbuf,
+				  size_t count, enum ftcc_dtype dtype, enum ftcc_redop op,
+				  ftcc_request_t **req);
+/* Barrier: returns once every member of the op's epoch entered it (those that left or died
+ * are not waited for; the record says who took part). */
+FTCC_API int ftcc_barrier(ftcc_comm_t *comm, struct ftcc_record *rec);
+FTCC_API int ftcc_ibarrier(ftcc_comm_t *comm, ftcc_request_t **req);
 
 /* Progress; *@done = 1 when finished: the request is then freed and the op's result returned
  * (as ftcc_allreduce). Otherwise 0 with *@done = 0. */

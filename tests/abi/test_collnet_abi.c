@@ -224,45 +224,28 @@ CN_ALL_VERSIONS(reduce_support, 30)
 /* A mixed script: every type class, every operator NCCL hands to CollNet, in place and not,
  * from 0 elements to 4 MiB. */
 static const struct ft_spec mixed[] = {
-	{ 0, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 1, FTCC_INT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 1, FTCC_FLOAT64, FTCC_MAX, 1, FTCC_CODEC_NONE },
-	{ 7, FTCC_BFLOAT16, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 33, FTCC_FLOAT16, FTCC_MIN, 0, FTCC_CODEC_NONE },
-	{ 100, FTCC_INT8, FTCC_SUM, 1, FTCC_CODEC_NONE },
-	{ 1000, FTCC_UINT64, FTCC_PROD, 0, FTCC_CODEC_NONE },
-	{ 4096, FTCC_FLOAT32, FTCC_SUM, 1, FTCC_CODEC_NONE },
-	{ 65536, FTCC_INT32, FTCC_MAX, 0, FTCC_CODEC_NONE },
-	{ 3, FTCC_UINT8, FTCC_MIN, 0, FTCC_CODEC_NONE },
-	{ 12345, FTCC_FLOAT64, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 1 << 19, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 257, FTCC_INT64, FTCC_MIN, 1, FTCC_CODEC_NONE },
-	{ 999, FTCC_BFLOAT16, FTCC_PROD, 0, FTCC_CODEC_NONE },
-	{ 5000, FTCC_FLOAT16, FTCC_MAX, 1, FTCC_CODEC_NONE },
-	{ 0, FTCC_INT32, FTCC_MAX, 1, FTCC_CODEC_NONE },
-	{ 1 << 20, FTCC_BFLOAT16, FTCC_SUM, 1, FTCC_CODEC_NONE },
-	{ 64, FTCC_FP8_E4M3, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 64, FTCC_FP8_E5M2, FTCC_MAX, 0, FTCC_CODEC_NONE },
-	{ 2, FTCC_UINT32, FTCC_PROD, 1, FTCC_CODEC_NONE },
-	{ 100000, FTCC_INT8, FTCC_MAX, 0, FTCC_CODEC_NONE },
-	{ 1 << 18, FTCC_FLOAT64, FTCC_MIN, 0, FTCC_CODEC_NONE },
-	{ 31, FTCC_FLOAT32, FTCC_PROD, 0, FTCC_CODEC_NONE },
-	{ 8191, FTCC_UINT64, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 1 << 20, FTCC_FLOAT32, FTCC_SUM, 1, FTCC_CODEC_NONE },
-	{ 777, FTCC_FLOAT64, FTCC_PROD, 1, FTCC_CODEC_NONE },
+	{ 0, FTCC_FLOAT32, FTCC_SUM, 0 },	 { 1, FTCC_INT32, FTCC_SUM, 0 },
+	{ 1, FTCC_FLOAT64, FTCC_MAX, 1 },	 { 7, FTCC_BFLOAT16, FTCC_SUM, 0 },
+	{ 33, FTCC_FLOAT16, FTCC_MIN, 0 },	 { 100, FTCC_INT8, FTCC_SUM, 1 },
+	{ 1000, FTCC_UINT64, FTCC_PROD, 0 },	 { 4096, FTCC_FLOAT32, FTCC_SUM, 1 },
+	{ 65536, FTCC_INT32, FTCC_MAX, 0 },	 { 3, FTCC_UINT8, FTCC_MIN, 0 },
+	{ 12345, FTCC_FLOAT64, FTCC_SUM, 0 },	 { 1 << 19, FTCC_FLOAT32, FTCC_SUM, 0 },
+	{ 257, FTCC_INT64, FTCC_MIN, 1 },	 { 999, FTCC_BFLOAT16, FTCC_PROD, 0 },
+	{ 5000, FTCC_FLOAT16, FTCC_MAX, 1 },	 { 0, FTCC_INT32, FTCC_MAX, 1 },
+	{ 1 << 20, FTCC_BFLOAT16, FTCC_SUM, 1 }, { 64, FTCC_FP8_E4M3, FTCC_SUM, 0 },
+	{ 64, FTCC_FP8_E5M2, FTCC_MAX, 0 },	 { 2, FTCC_UINT32, FTCC_PROD, 1 },
+	{ 100000, FTCC_INT8, FTCC_MAX, 0 },	 { 1 << 18, FTCC_FLOAT64, FTCC_MIN, 0 },
+	{ 31, FTCC_FLOAT32, FTCC_PROD, 0 },	 { 8191, FTCC_UINT64, FTCC_SUM, 0 },
+	{ 1 << 20, FTCC_FLOAT32, FTCC_SUM, 1 },	 { 777, FTCC_FLOAT64, FTCC_PROD, 1 },
 };
 #define NMIXED ((int)(sizeof(mixed) / sizeof(mixed[0])))
 
 /* Small ops only (up to 64 KiB), for deep queues. */
 static const struct ft_spec small[] = {
-	{ 1, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 4096, FTCC_INT32, FTCC_MAX, 1, FTCC_CODEC_NONE },
-	{ 0, FTCC_FLOAT64, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 1000, FTCC_BFLOAT16, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 16384, FTCC_FLOAT32, FTCC_MIN, 0, FTCC_CODEC_NONE },
-	{ 77, FTCC_UINT64, FTCC_PROD, 1, FTCC_CODEC_NONE },
-	{ 8192, FTCC_FLOAT64, FTCC_SUM, 1, FTCC_CODEC_NONE },
-	{ 3000, FTCC_INT8, FTCC_SUM, 0, FTCC_CODEC_NONE },
+	{ 1, FTCC_FLOAT32, FTCC_SUM, 0 },     { 4096, FTCC_INT32, FTCC_MAX, 1 },
+	{ 0, FTCC_FLOAT64, FTCC_SUM, 0 },     { 1000, FTCC_BFLOAT16, FTCC_SUM, 0 },
+	{ 16384, FTCC_FLOAT32, FTCC_MIN, 0 }, { 77, FTCC_UINT64, FTCC_PROD, 1 },
+	{ 8192, FTCC_FLOAT64, FTCC_SUM, 1 },  { 3000, FTCC_INT8, FTCC_SUM, 0 },
 };
 #define NSMALL ((int)(sizeof(small) / sizeof(small[0])))
 
@@ -372,8 +355,7 @@ Test(collnet_v11, depth64, .init = abi_setup, .fini = cn_fini, .timeout = 120)
 /* One 64 MiB float32 op between two heads (1 GiB would not fit CI memory). */
 Test(collnet_v11, large_64mib, .init = abi_setup, .fini = cn_fini, .timeout = 120)
 {
-	static const struct ft_spec big[] = { { 16u << 20, FTCC_FLOAT32, FTCC_SUM, 0,
-						FTCC_CODEC_NONE } };
+	static const struct ft_spec big[] = { { 16u << 20, FTCC_FLOAT32, FTCC_SUM, 0 } };
 	struct cn_opts o = { .version = 11, .depth = 1, .nops = 1, .script = big, .nspec = 1 };
 	const struct cn_head *h;
 

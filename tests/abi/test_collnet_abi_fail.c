@@ -38,16 +38,13 @@ static const char *explain(void)
 
 /* Ops of 256 KiB to 1 MiB: eight in flight take a while. */
 static const struct ft_spec mid[] = {
-	{ 1 << 18, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 1 << 16, FTCC_INT32, FTCC_MAX, 1, FTCC_CODEC_NONE },
-	{ 1 << 17, FTCC_BFLOAT16, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 1 << 15, FTCC_FLOAT64, FTCC_SUM, 1, FTCC_CODEC_NONE },
-	{ 100000, FTCC_FLOAT16, FTCC_MIN, 0, FTCC_CODEC_NONE },
-	{ 1 << 17, FTCC_UINT64, FTCC_PROD, 0, FTCC_CODEC_NONE },
+	{ 1 << 18, FTCC_FLOAT32, FTCC_SUM, 0 },	 { 1 << 16, FTCC_INT32, FTCC_MAX, 1 },
+	{ 1 << 17, FTCC_BFLOAT16, FTCC_SUM, 0 }, { 1 << 15, FTCC_FLOAT64, FTCC_SUM, 1 },
+	{ 100000, FTCC_FLOAT16, FTCC_MIN, 0 },	 { 1 << 17, FTCC_UINT64, FTCC_PROD, 0 },
 };
 #define NMID ((int)(sizeof(mid) / sizeof(mid[0])))
 
-static const struct ft_spec one[] = { { 1024, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE } };
+static const struct ft_spec one[] = { { 1024, FTCC_FLOAT32, FTCC_SUM, 0 } };
 
 /* Copies the records of every op completed so far into @copy (a group that shares nothing with
  * the heads), for a check that must not see what completes later. Free copy->sh after. */
@@ -276,11 +273,9 @@ Test(collnet_v8, connect_degraded_mismatch, .init = abi_setup, .fini = cn_fini, 
 static void op_shape_mismatch(int version)
 {
 	static const struct ft_spec base[5] = {
-		{ 1024, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-		{ 1024, FTCC_FLOAT32, FTCC_SUM, 1, FTCC_CODEC_NONE },
-		{ 1024, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-		{ 1024, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-		{ 1024, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
+		{ 1024, FTCC_FLOAT32, FTCC_SUM, 0 }, { 1024, FTCC_FLOAT32, FTCC_SUM, 1 },
+		{ 1024, FTCC_FLOAT32, FTCC_SUM, 0 }, { 1024, FTCC_FLOAT32, FTCC_SUM, 0 },
+		{ 1024, FTCC_FLOAT32, FTCC_SUM, 0 },
 	};
 	static struct ft_spec h1[5];
 	struct cn_opts o = { .version = version, .depth = 1, .script = base, .nspec = 5 };

@@ -142,8 +142,7 @@ static void start_with_status_dir(struct cn_opts *o)
 Test(collnet_status, kill_shows_in_the_survivors_files, .init = abi_setup, .fini = status_fini,
      .timeout = 90)
 {
-	static const struct ft_spec one[] = { { 1024, FTCC_FLOAT32, FTCC_SUM, 0,
-						FTCC_CODEC_NONE } };
+	static const struct ft_spec one[] = { { 1024, FTCC_FLOAT32, FTCC_SUM, 0 } };
 	struct cn_opts o = { .version = 11, .depth = 8, .nops = -1, .script = one, .nspec = 1 };
 	char text[4096], v[256], cmd[512], line[4096], updated[32];
 	int64_t t_kill, before, t_lost;
@@ -253,8 +252,7 @@ Test(collnet_status, kill_shows_in_the_survivors_files, .init = abi_setup, .fini
 Test(collnet_status, unwritable_directory_costs_one_warn, .init = abi_setup, .fini = status_fini,
      .timeout = 90)
 {
-	static const struct ft_spec one[] = { { 1024, FTCC_FLOAT32, FTCC_SUM, 0,
-						FTCC_CODEC_NONE } };
+	static const struct ft_spec one[] = { { 1024, FTCC_FLOAT32, FTCC_SUM, 0 } };
 	struct cn_opts o = { .version = 11, .depth = 8, .nops = 64, .script = one, .nspec = 1 };
 	char log[65536];
 
@@ -278,8 +276,7 @@ Test(collnet_status, unwritable_directory_costs_one_warn, .init = abi_setup, .fi
 Test(collnet_status, failed_state_keeps_its_reason, .init = abi_setup, .fini = status_fini,
      .timeout = 90)
 {
-	static const struct ft_spec one[] = { { 1024, FTCC_FLOAT32, FTCC_SUM, 0,
-						FTCC_CODEC_NONE } };
+	static const struct ft_spec one[] = { { 1024, FTCC_FLOAT32, FTCC_SUM, 0 } };
 	struct cn_opts o = {
 		.version = 11, .depth = 8, .nops = -1, .script = one, .nspec = 1, .min_nodes = 3
 	};

@@ -28,25 +28,24 @@ void chaos_teardown(void)
 }
 
 /* 1 MiB of float32: the ring (above FTCC_RD_MAX_BYTES), long enough to die in. */
-const struct ft_spec big[] = { { 262144, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE } };
+const struct ft_spec big[] = { { 262144, FTCC_FLOAT32, FTCC_SUM, 0 } };
 /* 1 MiB of float32 as int8 codes: the quantized allreduce. */
 const struct ft_spec qbig[] = { { 262144, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_INT8 } };
 /* 8 elements: recursive doubling. */
-const struct ft_spec small[] = { { 8, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-				 { 8, FTCC_INT32, FTCC_MAX, 1, FTCC_CODEC_NONE } };
+const struct ft_spec small[] = { { 8, FTCC_FLOAT32, FTCC_SUM, 0 }, { 8, FTCC_INT32, FTCC_MAX, 1 } };
 /* Open-ended scripts (thousands of ops, each checked at the end): 256 KiB for the ring. */
 const struct ft_spec paced[] = {
-	{ 65536, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 8, FTCC_INT32, FTCC_SUM, 1, FTCC_CODEC_NONE },
-	{ 1000, FTCC_FLOAT32, FTCC_AVG, 1, FTCC_CODEC_NONE },
-	{ 4099, FTCC_BFLOAT16, FTCC_MAX, 0, FTCC_CODEC_NONE },
+	{ 65536, FTCC_FLOAT32, FTCC_SUM, 0 },
+	{ 8, FTCC_INT32, FTCC_SUM, 1 },
+	{ 1000, FTCC_FLOAT32, FTCC_AVG, 1 },
+	{ 4099, FTCC_BFLOAT16, FTCC_MAX, 0 },
 };
 /* Both algorithms, several types. */
 const struct ft_spec mixed[] = {
-	{ 262144, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 8, FTCC_INT32, FTCC_SUM, 1, FTCC_CODEC_NONE },
-	{ 1000, FTCC_FLOAT32, FTCC_AVG, 1, FTCC_CODEC_NONE },
-	{ 65537, FTCC_BFLOAT16, FTCC_MAX, 0, FTCC_CODEC_NONE },
+	{ 262144, FTCC_FLOAT32, FTCC_SUM, 0 },
+	{ 8, FTCC_INT32, FTCC_SUM, 1 },
+	{ 1000, FTCC_FLOAT32, FTCC_AVG, 1 },
+	{ 65537, FTCC_BFLOAT16, FTCC_MAX, 0 },
 };
 
 /* "{0,2}" for a set of ids; the static buffer of slot @k (0..3). */

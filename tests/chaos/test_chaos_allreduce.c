@@ -273,6 +273,90 @@ Test(ft_kill, quant_have_member1)
 	QUANT("qhm1", 3, 1, "have:5");
 }
 
+/* The other collectives lose a member that is not a broadcast's root: the survivors finish the
+ * op without it (an allgather's slot of the dead is zero, a reduce-scatter reduces over the
+ * survivors), or from the data; exact and agreed as an allreduce. */
+static const struct ft_spec bc_big[] = {
+	{ .count = 262144, .dtype = FTCC_FLOAT32, .kind = FT_BROADCAST, .root = 0 }
+};
+static const struct ft_spec ag_big[] = {
+	{ .count = 65536, .dtype = FTCC_INT32, .kind = FT_ALLGATHER, .inplace = 1 }
+};
+static const struct ft_spec rs_big[] = {
+	{ .count = 65536, .dtype = FTCC_FLOAT32, .op = FTCC_SUM, .kind = FT_REDUCE_SCATTER }
+};
+
+#define COLL(nm, scr, victim, spec)                                                                \
+	fault_kill(&(struct fault_case){ .name = nm,                                               \
+					 .n = 3,                                                   \
+					 .fault = { [victim] = spec },                             \
+					 .script = scr,                                            \
+					 .nspec = 1,                                               \
+					 .resume_ok = 1 })
+
+Test(ft_kill, broadcast_member2)
+{
+	COLL("bcm2", bc_big, 2, "rs:5:0");
+}
+
+Test(ft_kill, allgather_member1)
+{
+	COLL("agm1", ag_big, 1, "ag:5:0");
+}
+
+Test(ft_kill, reduce_scatter_member1)
+{
+	COLL("rsm1", rs_big, 1, "rs:5:1");
+}
+
+/* A broadcast's root dies before its data left it (op 5, the ring's first step): op 5 ends with
+ * FTCC_ERR_PEER_LOST on both survivors within the bound, never a hang, and so does every later
+ * broadcast from it; those from member 0 go on. */
+Test(ft_kill, broadcast_root)
+{
+	static const struct ft_spec script[2] = {
+		{ .count = 262144, .dtype = FTCC_FLOAT32, .kind = FT_BROADCAST, .root = 0 },
+		{ .count = 262144, .dtype = FTCC_FLOAT32, .kind = FT_BROADCAST, .root = 1 },
+	};
+	struct ft_group_opts o = { .timeout_ms = TIMEOUT_MS,
+				   .degraded = FTCC_DEGRADED_SUM,
+				   .limit = K,
+				   .script = script,
+				   .nspec = 2 };
+	uint32_t live = bit(0) | bit(2);
+	int64_t t_dead;
+	int st = -1;
+
+	o.fault[1] = "rs:5:0";
+	cr_assert_eq(ft_group_start(&grp, "bcroot", 3, &o), 0, "could not start");
+	cr_assert_eq(ft_group_wait_created(&grp, 7, FORM_MS), 0, "no group\n%s", describe());
+	t_dead = ft_group_wait_exit(&grp, 1, RUN_MS, &st);
+	cr_assert(t_dead && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+		  "the root did not die at rs:5:0 (status %#x)\n%s", st, describe());
+	cr_assert_eq(ft_group_wait_ended(&grp, live, RUN_MS), 0, "the survivors did not finish\n%s",
+		     describe());
+	expect_finished(live, K);
+	for (int i = 0; i < 3; i += 2) {
+		for (uint64_t s = 0; s < K; s++) {
+			const struct ft_op *op = ft_group_op(&grp, i, s);
+			int want = s >= SEQ && s % 2 ? FTCC_ERR_PEER_LOST : 0;
+
+			cr_assert(op, "member %d did not complete op %llu\n%s", i,
+				  (unsigned long long)s, describe());
+			cr_expect_eq(op->rc, want, "member %d op %llu: %s, expected %s\n%s", i,
+				     (unsigned long long)s, ftcc_strerror(op->rc),
+				     ftcc_strerror(want), describe());
+		}
+		cr_expect_leq(chaos_ms(t_dead, ft_group_op(&grp, i, SEQ)->t_done), KILL_BOUND_MS,
+			      "member %d: op %d ended %.1f ms after the root died", i, SEQ,
+			      chaos_ms(t_dead, ft_group_op(&grp, i, SEQ)->t_done));
+	}
+	chaos_report("ft: bcroot: op %d ended FTCC_ERR_PEER_LOST at the survivors %.1f ms after "
+		     "the root died; %d ops checked",
+		     SEQ, chaos_ms(t_dead, ft_group_op(&grp, 0, SEQ)->t_done), expect_agree());
+	end_group();
+}
+
 /* Two members die at the same point of one op: the three others finish it. */
 Test(ft_kill, two_in_one_op_of_5)
 {

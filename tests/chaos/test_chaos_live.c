@@ -42,9 +42,9 @@ TestSuite(live, .fini = chaos_teardown, .timeout = 90);
 
 /* Op s is live_script[s % 3]: recursive doubling, a small in-place op, the ring in place. */
 static const struct ft_spec live_script[] = {
-	{ 8, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 1000, FTCC_INT32, FTCC_MAX, 1, FTCC_CODEC_NONE },
-	{ 65536, FTCC_FLOAT32, FTCC_SUM, 1, FTCC_CODEC_NONE },
+	{ 8, FTCC_FLOAT32, FTCC_SUM, 0 },
+	{ 1000, FTCC_INT32, FTCC_MAX, 1 },
+	{ 65536, FTCC_FLOAT32, FTCC_SUM, 1 },
 };
 
 static char nft_table[32];
@@ -379,18 +379,12 @@ static void local_inject(int n, int v)
  * a smaller block out of the unused reserve of a thread's arena, which the cap counted already,
  * and the op would then succeed now and then. */
 static const struct ft_spec rlimit_script[] = {
-	{ 8, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 1000, FTCC_INT32, FTCC_MAX, 1, FTCC_CODEC_NONE },
-	{ 8, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 1000, FTCC_INT32, FTCC_MAX, 1, FTCC_CODEC_NONE },
-	{ 8, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 1000, FTCC_INT32, FTCC_MAX, 1, FTCC_CODEC_NONE },
-	{ 8, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 1000, FTCC_INT32, FTCC_MAX, 1, FTCC_CODEC_NONE },
-	{ 8, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 1000, FTCC_INT32, FTCC_MAX, 1, FTCC_CODEC_NONE },
-	{ 8, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 24u << 20, FTCC_FLOAT32, FTCC_SUM, 1, FTCC_CODEC_NONE },
+	{ 8, FTCC_FLOAT32, FTCC_SUM, 0 }, { 1000, FTCC_INT32, FTCC_MAX, 1 },
+	{ 8, FTCC_FLOAT32, FTCC_SUM, 0 }, { 1000, FTCC_INT32, FTCC_MAX, 1 },
+	{ 8, FTCC_FLOAT32, FTCC_SUM, 0 }, { 1000, FTCC_INT32, FTCC_MAX, 1 },
+	{ 8, FTCC_FLOAT32, FTCC_SUM, 0 }, { 1000, FTCC_INT32, FTCC_MAX, 1 },
+	{ 8, FTCC_FLOAT32, FTCC_SUM, 0 }, { 1000, FTCC_INT32, FTCC_MAX, 1 },
+	{ 8, FTCC_FLOAT32, FTCC_SUM, 0 }, { 24u << 20, FTCC_FLOAT32, FTCC_SUM, 1 },
 };
 
 static void local_rlimit(int n)

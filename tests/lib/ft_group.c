@@ -65,14 +65,14 @@ static void ft_note_max(_Atomic int64_t *at, int64_t v)
 }
 
 /* Records the end of op @seq (child). */
-static void ft_finish(struct ft_run *r, uint64_t seq, const struct ft_spec *spec, int rc,
+static void ft_finish(struct ft_run *r, uint64_t seq, size_t bytes, int rc,
 		      const struct ftcc_record *rec, const void *result)
 {
 	struct ft_op *op = &r->ops[seq];
 
 	op->rc = rc;
 	if (rec && rc == FTCC_ERR_MISMATCH) /* an in-place buffer holds its input again */
-		op->sum = ft_fnv(result, spec->count * ftcc_dtype_size(spec->dtype));
+		op->sum = ft_fnv(result, bytes);
 	if (rec && (rc == 0 || rc == FTCC_ERR_DEGRADED)) {
 		op->bad_seq = rec->seq != seq;
 		op->epoch = rec->epoch;
@@ -85,7 +85,7 @@ static void ft_finish(struct ft_run *r, uint64_t seq, const struct ft_spec *spec
 		for (uint32_t m = 0; m < 32; m++)
 			if (ftcc_record_has(rec, m))
 				op->mask |= 1u << m;
-		op->sum = ft_fnv(result, spec->count * ftcc_dtype_size(spec->dtype));
+		op->sum = ft_fnv(result, bytes);
 	}
 	op->t_done = chaos_now_ns();
 	atomic_store_explicit(&op->state, FT_OP_DONE, memory_order_release);
@@ -204,38 +204,84 @@ static int ft_complete(const struct ft_group *g, struct ft_slot *s, struct ftcc_
 	}
 }
 
+/* Whether the script goes on after an op that returned @rc: the op ended so on every member
+ * and the communicator stays usable. */
+static int ft_goes_on(int rc)
+{
+	return rc == 0 || rc == FTCC_ERR_DEGRADED || rc == FTCC_ERR_MISMATCH ||
+	       rc == FTCC_ERR_PEER_LOST;
+}
+
+/* Starts op @s (@req non-NULL) or runs it (@rec) through the call of its kind. */
+static int ft_call(ftcc_comm_t *comm, const struct ft_slot *s, uint32_t member, uint32_t n,
+		   ftcc_request_t **req, struct ftcc_record *rec)
+{
+	const struct ft_spec *sp = s->spec;
+	size_t bytes = sp->count * ftcc_dtype_size(sp->dtype);
+	void *in = sp->inplace ? s->recv : s->send;
+	struct ftcc_op_opts opts;
+
+	(void)n;
+	switch (sp->kind) {
+	case FT_BROADCAST:
+		return req ? ftcc_ibroadcast(comm, s->recv, sp->count, sp->dtype, sp->root, req) :
+			     ftcc_broadcast(comm, s->recv, sp->count, sp->dtype, sp->root, rec);
+	case FT_ALLGATHER:
+		in = sp->inplace ? (uint8_t *)s->recv + member * bytes : s->send;
+		return req ? ftcc_iallgather(comm, in, s->recv, sp->count, sp->dtype, req) :
+			     ftcc_allgather(comm, in, s->recv, sp->count, sp->dtype, rec);
+	case FT_REDUCE_SCATTER:
+		return req ? ftcc_ireduce_scatter(comm, s->send, s->recv, sp->count, sp->dtype,
+						  sp->op, req) :
+			     ftcc_reduce_scatter(comm, s->send, s->recv, sp->count, sp->dtype,
+						 sp->op, rec);
+	case FT_BARRIER:
+		return req ? ftcc_ibarrier(comm, req) : ftcc_barrier(comm, rec);
+	default:
+		ftcc_op_opts_init(&opts);
+		opts.codec = sp->codec;
+		return req ? ftcc_iallreduce_opts(comm, in, s->recv, sp->count, sp->dtype, sp->op,
+						  &opts, req) :
+			     ftcc_allreduce_opts(comm, in, s->recv, sp->count, sp->dtype, sp->op,
+						 &opts, rec);
+	}
+}
+
 /* Starts (depth > 1) or runs (depth 1) op @s->seq. 0, or the error that ends the script. */
 static int ft_start(struct ft_child *c, struct ft_slot *s)
 {
 	const struct ft_group *g = c->g;
 	struct ft_run *r = c->r;
 	struct ftcc_record rec;
-	struct ftcc_op_opts opts;
+	uint32_t n = (uint32_t)g->n, m = (uint32_t)r->member;
+	size_t bytes = s->spec->count * ftcc_dtype_size(s->spec->dtype);
 	void *in = s->spec->inplace ? s->recv : s->send;
 	int rc;
 
-	ft_input(in, s->spec, (uint32_t)r->member, s->seq);
+	if (s->spec->kind == FT_BROADCAST)
+		in = s->recv;
+	else if (s->spec->kind == FT_ALLGATHER && s->spec->inplace)
+		in = (uint8_t *)s->recv + m * bytes;
+	else if (s->spec->kind == FT_REDUCE_SCATTER)
+		in = s->send;
+	ft_input_n(in, s->spec, m, s->seq, n);
 	if (r->as_limit_seq && s->seq + 1 == r->as_limit_seq)
 		ft_cap_address_space();
 	if (r->late_seq && s->seq + 1 == r->late_seq)
 		chaos_sleep_ms(r->late_ms);
 	r->ops[s->seq].t_start = chaos_now_ns();
 	atomic_store_explicit(&r->ops[s->seq].state, FT_OP_STARTED, memory_order_release);
-	ftcc_op_opts_init(&opts);
-	opts.codec = s->spec->codec;
 	if (g->o.depth <= 1) {
 		memset(&rec, 0, sizeof(rec));
-		rc = ftcc_allreduce_opts(c->comm, in, s->recv, s->spec->count, s->spec->dtype,
-					 s->spec->op, &opts, &rec);
-		ft_finish(r, s->seq, s->spec, rc, &rec, s->recv);
+		rc = ft_call(c->comm, s, m, n, NULL, &rec);
+		ft_finish(r, s->seq, ft_out_bytes(s->spec, n), rc, &rec, s->recv);
 		ft_note_epoch(c->comm, r);
-		return rc == FTCC_ERR_DEGRADED || rc == FTCC_ERR_MISMATCH ? 0 : rc;
+		return ft_goes_on(rc) ? 0 : rc;
 	}
 	s->req = NULL;
-	rc = ftcc_iallreduce_opts(c->comm, in, s->recv, s->spec->count, s->spec->dtype, s->spec->op,
-				  &opts, &s->req);
+	rc = ft_call(c->comm, s, m, n, &s->req, NULL);
 	if (rc)
-		ft_finish(r, s->seq, s->spec, rc, NULL, NULL);
+		ft_finish(r, s->seq, 0, rc, NULL, NULL);
 	return rc;
 }
 
@@ -309,9 +355,10 @@ static int ft_script(struct ft_child *c, struct ft_slot *slots, int depth)
 
 			memset(&rec, 0, sizeof(rec));
 			rc = ft_complete(g, s, &rec);
-			ft_finish(r, s->seq, s->spec, rc, &rec, s->recv);
+			ft_finish(r, s->seq, ft_out_bytes(s->spec, (uint32_t)g->n), rc, &rec,
+				  s->recv);
 			ft_note_epoch(c->comm, r);
-			if (rc && rc != FTCC_ERR_DEGRADED && rc != FTCC_ERR_MISMATCH && !err)
+			if (!ft_goes_on(rc) && !err)
 				err = rc;
 			head = (head + 1) % depth;
 			inflight--;
@@ -351,7 +398,7 @@ static int ft_child_main(void *arg)
 						       getenv("FTCC_TEST_TRANSPORT"));
 	for (int k = 0; k < g->o.nspec; k++) {
 		const struct ft_spec *sp = ft_spec_for(g, r->member, (uint64_t)k);
-		size_t b = sp->count * ftcc_dtype_size(sp->dtype);
+		size_t b = ft_script_max_bytes(sp, 1);
 
 		max_bytes = b > max_bytes ? b : max_bytes;
 	}

@@ -31,6 +31,15 @@
 #define FT_GROUP_MAX_EPOCHS 512	      /* epochs one process records (then it counts the rest) */
 #define FT_GROUP_AS_SLACK (24u << 20) /* opts.as_limit_seq: address space left to grow */
 
+/* Which collective an op of the script is. */
+enum ft_kind {
+	FT_ALLREDUCE = 0,
+	FT_BROADCAST = 1,      /* from member root; count elements */
+	FT_ALLGATHER = 2,      /* count elements per member; inplace: from its own slot */
+	FT_REDUCE_SCATTER = 3, /* size * count elements in, count out */
+	FT_BARRIER = 4,
+};
+
 /* One op of the script. */
 struct ft_spec {
 	size_t count; /* elements */
@@ -38,6 +47,8 @@ struct ft_spec {
 	enum ftcc_redop op;
 	int inplace;	       /* sendbuf == recvbuf */
 	enum ftcc_codec codec; /* a quantized allreduce (ftcc_allreduce_opts); 0: plain */
+	enum ft_kind kind;
+	uint32_t root; /* a broadcast's */
 };
 
 /* Op states in struct ft_op. */
@@ -189,8 +200,19 @@ const struct ft_spec *ft_spec_of(const struct ft_group *g, uint64_t seq);
 const struct ft_spec *ft_spec_for(const struct ft_group *g, int member, uint64_t seq);
 /* The degraded policy @g's members run under (their option, else FTCC_DEGRADED, else rescale). */
 enum ftcc_degraded ft_policy(const struct ft_group *g);
-/* The largest op of a script in bytes (at least 64): what ft_expect()'s buffers need. */
+/* The largest op of a script in bytes (at least 64), inputs and results of a group of up to
+ * FT_GROUP_MAX_N members: what ft_expect()'s buffers need. */
 size_t ft_script_max_bytes(const struct ft_spec *script, int nspec);
+/* Bytes of a member's input and of its result of op @spec in a group of @n. */
+size_t ft_in_bytes(const struct ft_spec *spec, uint32_t n);
+size_t ft_out_bytes(const struct ft_spec *spec, uint32_t n);
+/* Writes member @member's input of op @seq into @buf (ft_in_bytes()): ft_input() of every kind. */
+void ft_input_n(void *buf, const struct ft_spec *spec, uint32_t member, uint64_t seq, uint32_t n);
+/* ft_expect() for every kind: a reduce-scatter's is @member's slot. @acc and @tmp hold
+ * ft_script_max_bytes(). A broadcast without its root expects zeros (it must not complete). */
+uint64_t ft_expect_member(const struct ft_spec *spec, uint64_t seq, uint32_t mask, uint32_t size,
+			  enum ftcc_degraded policy, void *acc, void *tmp, double *scale,
+			  uint32_t member);
 /* FNV-1a 64 of @len bytes. */
 uint64_t ft_fnv(const void *buf, size_t len);
 /* The checksum of the exact result of op @seq (@spec) over the members of @mask, in a group of

@@ -219,10 +219,8 @@ static void sizes_on(const char *name, int n, const char *algo)
 	struct ft_group_opts o = { .script = script, .nspec = 10, .algo = algo };
 
 	for (int k = 0; k < 5; k++) {
-		script[2 * k] =
-			(struct ft_spec){ sizes[k], FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE };
-		script[2 * k + 1] =
-			(struct ft_spec){ sizes[k], FTCC_INT32, FTCC_AVG, 1, FTCC_CODEC_NONE };
+		script[2 * k] = (struct ft_spec){ sizes[k], FTCC_FLOAT32, FTCC_SUM, 0 };
+		script[2 * k + 1] = (struct ft_spec){ sizes[k], FTCC_INT32, FTCC_AVG, 1 };
 	}
 	chaos_report("ft: %s: 1 .. 4 Mi elements on %d members (%s) in %.1f ms", name, n,
 		     algo ? algo : "auto", run_clean(name, n, &o));
@@ -290,10 +288,8 @@ Test(ft_mproc, mixed_transports_n3)
 				   .transport = { "ib", "tcp", "ib" } };
 
 	for (int k = 0; k < 5; k++) {
-		script[2 * k] =
-			(struct ft_spec){ sizes[k], FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE };
-		script[2 * k + 1] =
-			(struct ft_spec){ sizes[k], FTCC_INT32, FTCC_AVG, 1, FTCC_CODEC_NONE };
+		script[2 * k] = (struct ft_spec){ sizes[k], FTCC_FLOAT32, FTCC_SUM, 0 };
+		script[2 * k + 1] = (struct ft_spec){ sizes[k], FTCC_INT32, FTCC_AVG, 1 };
 	}
 	chaos_report("ft: mixed: 1 .. 4 Mi elements on 3 members, one without ib, in %.1f ms",
 		     run_script("mixed", 3, &o));
@@ -322,8 +318,7 @@ Test(ft_mproc, stream_not_up_falls_back_to_tcp_n3)
 				   .transport = { "ib", "ib-no-rtr", "ib" } };
 
 	for (int k = 0; k < 4; k++)
-		script[k] =
-			(struct ft_spec){ sizes[k], FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE };
+		script[k] = (struct ft_spec){ sizes[k], FTCC_FLOAT32, FTCC_SUM, 0 };
 	chaos_report("ft: no stream with member 1: 4 ops on 3 members in %.1f ms",
 		     run_script("nostream", 3, &o));
 	ft_group_log(&grp, 0, log, sizeof(log));
@@ -383,8 +378,8 @@ Test(ft_mproc, bad_arguments_n2)
 		"NULL sendbuf", "NULL recvbuf", "unknown dtype", "unknown op",
 		"idtype 99",	"NULL req",	"count 0",
 	};
-	struct ft_spec script[2] = { { 1000, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-				     { 3, FTCC_INT8, FTCC_MAX, 1, FTCC_CODEC_NONE } };
+	struct ft_spec script[2] = { { 1000, FTCC_FLOAT32, FTCC_SUM, 0 },
+				     { 3, FTCC_INT8, FTCC_MAX, 1 } };
 	struct ft_group_opts o = { .script = script, .nspec = 2, .limit = 4, .probe = 1 };
 	const struct ft_run *r0, *r1;
 	uint64_t zero_seqs;
@@ -628,8 +623,8 @@ Test(ft_mproc, busy_past_max_inflight)
  * on the contributor set: otherwise the checks above could pass on wrong results. */
 Test(ft_mproc, harness_inputs_and_expectations)
 {
-	const struct ft_spec f32 = { 3, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE };
-	const struct ft_spec avg = { 3, FTCC_FLOAT32, FTCC_AVG, 0, FTCC_CODEC_NONE };
+	const struct ft_spec f32 = { 3, FTCC_FLOAT32, FTCC_SUM, 0 };
+	const struct ft_spec avg = { 3, FTCC_FLOAT32, FTCC_AVG, 0 };
 	const float want[3] = { -21, -19, -17 }; /* members 0 and 1 of op 0: (m + 1) + e - 12 */
 	const float want_avg[3] = { -10.5f, -9.5f, -8.5f };
 	float acc[3], tmp[3];
@@ -652,17 +647,17 @@ Test(ft_mproc, harness_inputs_and_expectations)
 	cr_expect_eq(scale, 1.0, "AVG is never rescaled");
 
 	/* Member 0 of op 0, elements 0 and 1: -11 and -10 (float16, bfloat16 keeps h % 16: 1, 2). */
-	ft_input(h, &(struct ft_spec){ 2, FTCC_FLOAT16, FTCC_SUM, 0, FTCC_CODEC_NONE }, 0, 0);
+	ft_input(h, &(struct ft_spec){ 2, FTCC_FLOAT16, FTCC_SUM, 0 }, 0, 0);
 	cr_expect(h[0] == 0xc980 && h[1] == 0xc900, "float16 -11, -10: %#x %#x", h[0], h[1]);
-	ft_input(h, &(struct ft_spec){ 2, FTCC_BFLOAT16, FTCC_SUM, 0, FTCC_CODEC_NONE }, 0, 0);
+	ft_input(h, &(struct ft_spec){ 2, FTCC_BFLOAT16, FTCC_SUM, 0 }, 0, 0);
 	cr_expect(h[0] == 0x3f80 && h[1] == 0x4000, "bfloat16 1, 2: %#x %#x", h[0], h[1]);
 	/* fp8 inputs are 0/1: member 0 of op 1, elements 0 and 1 are 1 and 0. */
-	ft_input(b, &(struct ft_spec){ 2, FTCC_FP8_E4M3, FTCC_SUM, 0, FTCC_CODEC_NONE }, 0, 1);
+	ft_input(b, &(struct ft_spec){ 2, FTCC_FP8_E4M3, FTCC_SUM, 0 }, 0, 1);
 	cr_expect(b[0] == 0x38 && b[1] == 0, "e4m3 1, 0: %#x %#x", b[0], b[1]);
-	ft_input(b, &(struct ft_spec){ 2, FTCC_FP8_E5M2, FTCC_SUM, 0, FTCC_CODEC_NONE }, 0, 1);
+	ft_input(b, &(struct ft_spec){ 2, FTCC_FP8_E5M2, FTCC_SUM, 0 }, 0, 1);
 	cr_expect(b[0] == 0x3c && b[1] == 0, "e5m2 1, 0: %#x %#x", b[0], b[1]);
 	/* PROD inputs are 1 or 2. */
-	ft_input(b, &(struct ft_spec){ 2, FTCC_FP8_E5M2, FTCC_PROD, 0, FTCC_CODEC_NONE }, 0, 0);
+	ft_input(b, &(struct ft_spec){ 2, FTCC_FP8_E5M2, FTCC_PROD, 0 }, 0, 0);
 	cr_expect(b[0] == 0x40 && b[1] == 0x3c, "e5m2 PROD 2, 1: %#x %#x", b[0], b[1]);
 }
 
@@ -670,8 +665,8 @@ Test(ft_mproc, harness_inputs_and_expectations)
  * records of a clean run are altered one at a time in the shared page. */
 Test(ft_mproc, harness_check_catches_bad_records)
 {
-	struct ft_spec script[2] = { { 1000, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-				     { 3, FTCC_INT64, FTCC_MIN, 1, FTCC_CODEC_NONE } };
+	struct ft_spec script[2] = { { 1000, FTCC_FLOAT32, FTCC_SUM, 0 },
+				     { 3, FTCC_INT64, FTCC_MIN, 1 } };
 	struct ft_group_opts o = { .script = script, .nspec = 2, .limit = 4 };
 	struct ft_op *a, *b, save_a, save_b;
 	char why[1024];

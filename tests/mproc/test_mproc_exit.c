@@ -61,7 +61,7 @@ static int warn_lines(int i, char *out, size_t len)
 /* @n members run NOPS ops, then exit one by one in @order (@n member ids). */
 static void clean_exit(const char *name, int n, const int *order)
 {
-	struct ft_spec script[1] = { { 4096, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE } };
+	struct ft_spec script[1] = { { 4096, FTCC_FLOAT32, FTCC_SUM, 0 } };
 	struct ft_group_opts o = { .script = script, .nspec = 1, .limit = NOPS };
 	uint32_t all = (1u << n) - 1, stopped = 0;
 	char warns[4096];

@@ -178,14 +178,10 @@ static const struct ft_spec *copy_script(struct ft_spec *dst, const struct ft_sp
 }
 
 static const struct ft_spec base[NSPEC] = {
-	{ 1000, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 1000, FTCC_FLOAT32, FTCC_SUM, 1, FTCC_CODEC_NONE },
-	{ 1000, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 4096, FTCC_INT32, FTCC_MAX, 1, FTCC_CODEC_NONE },
-	{ 1000, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 8, FTCC_FLOAT64, FTCC_SUM, 0, FTCC_CODEC_NONE },
-	{ 300000, FTCC_FLOAT32, FTCC_SUM, 1, FTCC_CODEC_NONE },
-	{ 1000, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_NONE },
+	{ 1000, FTCC_FLOAT32, FTCC_SUM, 0 },   { 1000, FTCC_FLOAT32, FTCC_SUM, 1 },
+	{ 1000, FTCC_FLOAT32, FTCC_SUM, 0 },   { 4096, FTCC_INT32, FTCC_MAX, 1 },
+	{ 1000, FTCC_FLOAT32, FTCC_SUM, 0 },   { 8, FTCC_FLOAT64, FTCC_SUM, 0 },
+	{ 300000, FTCC_FLOAT32, FTCC_SUM, 1 }, { 1000, FTCC_FLOAT32, FTCC_SUM, 0 },
 };
 
 /* The first case: counts 1000 and 1001, two members. No eviction, no rescaled result. */
@@ -258,8 +254,7 @@ Test(ft_mismatch, empty_ops_across_a_reset_two_members)
 	int checked;
 
 	for (int k = 0; k < NSPEC; k++)
-		script[k] = (struct ft_spec){ k % 2 ? 8 : 0, FTCC_FLOAT32, FTCC_SUM, k % 4 == 1,
-					      FTCC_CODEC_NONE };
+		script[k] = (struct ft_spec){ k % 2 ? 8 : 0, FTCC_FLOAT32, FTCC_SUM, k % 4 == 1 };
 	o.fault[1] = "rd:10:1:reset"; /* op 10 has no elements */
 	cr_assert_eq(ft_group_start(&grp, "mm-empty", 2, &o), 0);
 	cr_assert_eq(ft_group_wait_created(&grp, 3, FORM_MS), 0, "the group did not form");
