@@ -82,8 +82,12 @@ void algo_range(enum algo_id id, uint32_t nchunks, size_t count, uint32_t c, siz
 	*len = (end < count ? end : count) - *off;
 }
 
-size_t algo_scratch_bytes(enum algo_id id, uint32_t n, size_t count, enum ftcc_dtype dtype)
+size_t algo_scratch_bytes(enum algo_id id, uint32_t n, size_t count, enum ftcc_dtype dtype,
+			  enum ftcc_codec codec)
 {
+	if (id == ALGO_Q) {
+		return algo_q_scratch_bytes(codec, n, count);
+	}
 	/* The ring receives straight into the result (each chunk's place is free until its
 	 * segment arrives); recursive doubling stages the partner's whole vector. */
 	if (id == ALGO_RD && n > 1) {

@@ -21,22 +21,30 @@
 #include "ftcc/quant.h"
 #include "ftcc/reduce.h"
 
-/* The codec of @o (NONE without options), or -1 for options not made by ftcc_op_opts_init() of
- * a header this library knows (a newer one's fields would be ignored) or not valid with @dtype
- * and @op. */
+/* The codec of @o (NONE without options), or -1 for options not made by ftcc_op_opts_init()
+ * (a struct_size too small, or a newer header's struct whose fields past ours ask for something
+ * this library cannot do: not all zero), or not valid with @dtype and @op. */
 static int codec_of(const struct ftcc_op_opts *o, enum ftcc_dtype dtype, enum ftcc_redop op)
 {
 	if (!o) {
 		return FTCC_CODEC_NONE;
 	}
-	if (o->struct_size < offsetof(struct ftcc_op_opts, codec) + sizeof(o->codec) ||
-	    o->struct_size > sizeof(*o)) {
+	if (o->struct_size < offsetof(struct ftcc_op_opts, codec) + sizeof(o->codec)) {
+		return -1;
+	}
+	/* a newer header's fields: fine while they ask for nothing (zero) */
+	for (size_t i = sizeof(*o); i < o->struct_size && i < 4096; i++) {
+		if (((const uint8_t *)o)[i]) {
+			return -1;
+		}
+	}
+	if (o->struct_size > 4096) {
 		return -1;
 	}
 	if (o->codec == FTCC_CODEC_NONE) {
 		return FTCC_CODEC_NONE;
 	}
-	return ftcc_q_supported(o->codec, dtype, op) ? (int)o->codec : -1;
+	return ftcc_q_supported((enum ftcc_codec)o->codec, dtype, op) ? (int)o->codec : -1;
 }
 
 /* The allreduce of the arguments, as eng_start() takes it; -1 for bad options. */

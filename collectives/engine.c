@@ -296,9 +296,7 @@ static int run_attempt(struct ftcc_comm *c, struct ftcc_request *r, const struct
 		input = c->ident;
 	}
 	if (grow(&c->scratch, &c->scratch_len,
-		 (r->codec ? algo_q_scratch_bytes(r->codec, e->nmembers, r->count) :
-			     algo_scratch_bytes(att->algo, e->nmembers, r->count, r->dtype)) +
-			 64)) {
+		 algo_scratch_bytes(att->algo, e->nmembers, r->count, r->dtype, r->codec) + 64)) {
 		return -ENOMEM;
 	}
 	memset(&a, 0, sizeof(a));

@@ -121,11 +121,12 @@ static void e4m3_init(void)
 	}
 }
 
-/* The scale of a block: NaN when an element is not finite, 0 for all zeros or an underflow,
- * else m / Q. */
+/* The scale of a block: NaN when an element is not finite, 0 for all zeros, else m / Q, raised
+ * by ulps until m / s <= Q (a rounded scale, subnormal ones above all, must not push a code
+ * past Q), and at least the smallest subnormal. */
 static float q_scale(const float *x, size_t len, float qmax)
 {
-	float m = 0.0f;
+	float m = 0.0f, s;
 	int bad = 0;
 
 	for (size_t i = 0; i < len; i++) {
@@ -134,7 +135,15 @@ static float q_scale(const float *x, size_t len, float qmax)
 		bad |= !(a <= 3.4028234664e38f); /* NaN or infinity */
 		m = a > m ? a : m;
 	}
-	return bad ? NAN : m / qmax;
+	if (bad || m == 0.0f) {
+		return bad ? NAN : 0.0f;
+	}
+	s = m / qmax;
+	s = s > 0.0f ? s : f32_of_bits(1);
+	while (m / s > qmax) {
+		s = f32_of_bits(bits_of_f32(s) + 1);
+	}
+	return s;
 }
 
 /* Codes of one block of @len float32 values with scale @s > 0 into @codes (int4: the block's
@@ -169,8 +178,13 @@ static void q_encode_block(enum ftcc_codec codec, const float *x, size_t len, fl
 }
 
 /* The entry points run these in the default floating-point environment (ftcc_fpenv_enter());
- * not inlined, so that no float operation moves across the switch. */
+ * kept out of their callers (noipa: not inlined, nor analysed across the call), so that no float
+ * operation moves across the switch. */
+#if defined(__clang__)
 #define Q_KERNEL __attribute__((noinline)) static
+#else
+#define Q_KERNEL __attribute__((noipa)) static
+#endif
 
 Q_KERNEL void q_encode(enum ftcc_codec codec, const void *src, enum ftcc_dtype dtype, size_t count,
 		       uint8_t *dst)
@@ -337,7 +351,7 @@ double ftcc_q_bound(enum ftcc_codec codec, double x, double m)
 	double s = m / (double)q_max(codec);
 
 	if (codec == FTCC_CODEC_FP8_E4M3) {
-		return fabs(x) / 16.0 + s / 1024.0;
+		return fabs(x) / 16.0 + s / 1024.0 + 0x1p-149;
 	}
-	return s / 2.0;
+	return s / 2.0 + 0x1p-149;
 }

@@ -56,7 +56,7 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-	int fragments = 4, steps = 40, spin = 0, alone = 0, nmem = 0;
+	int fragments = 4, steps = 40, spin = 0, alone = 0, nmem = 0, done = 0, failed = 0;
 	double mib = 16, compute_ms = 100;
 	enum ftcc_codec codec = FTCC_CODEC_INT8;
 	const char *addrs[MAX_MEMBERS];
@@ -139,6 +139,7 @@ int main(int argc, char **argv)
 			if (rc && rc != FTCC_ERR_DEGRADED) {
 				fprintf(stderr, "fragment %d: %s (%s)\n", f, ftcc_strerror(rc),
 					ftcc_comm_last_error(comm));
+				failed = 1;
 				break;
 			}
 			if (rec.ncontrib < rec.size) {
@@ -154,20 +155,24 @@ int main(int argc, char **argv)
 						  FTCC_AVG, &opts, &req[f]);
 			if (rc) {
 				fprintf(stderr, "start: %s\n", ftcc_strerror(rc));
+				failed = 1;
 				break;
 			}
 		}
 		compute(compute_ms, spin);
-		t[s] = now_ms() - t0;
+		t[done++] = now_ms() - t0;
 	}
 	for (int f = 0; f < fragments; f++) {
-		if (req[f]) {
-			ftcc_wait(req[f], NULL);
+		int rc = req[f] ? ftcc_wait(req[f], NULL) : 0;
+
+		if (rc && rc != FTCC_ERR_DEGRADED) {
+			fprintf(stderr, "fragment %d: %s\n", f, ftcc_strerror(rc));
+			failed = 1;
 		}
 		free(frag[f]);
 	}
-	qsort(t, (size_t)steps, sizeof(*t), cmp_double);
-	if (cfg.rank == 0) {
+	qsort(t, (size_t)done, sizeof(*t), cmp_double); /* the steps that ran */
+	if (cfg.rank == 0 && done) {
 		printf("diloco: %d members, %d fragments of %.1f MiB as %s%s, compute %.1f ms "
 		       "(%s): median step %.2f ms (%.3fx the compute)\n",
 		       nmem, fragments, mib, alone ? "nothing (alone)" : "",
@@ -176,11 +181,10 @@ int main(int argc, char **argv)
 				codec == FTCC_CODEC_INT8 ? "int8" :
 				codec == FTCC_CODEC_INT4 ? "int4" :
 							   "fp8_e4m3"),
-		       compute_ms, spin ? "spin" : "sleep", t[steps / 2],
-		       t[steps / 2] / compute_ms);
+		       compute_ms, spin ? "spin" : "sleep", t[done / 2], t[done / 2] / compute_ms);
 	}
 	free(t);
 	free(list);
 	ftcc_comm_destroy(comm);
-	return 0;
+	return failed || done < steps;
 }

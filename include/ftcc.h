@@ -84,13 +84,14 @@ enum ftcc_redop {
  * and summed in float32; the sum is encoded once more by the member that reduced it, and every
  * member decodes that same encoding, so results are bit-identical everywhere. Error of one
  * encoding, per element of a block whose largest magnitude is m: int8 m / 254, int4 m / 14,
- * fp8 e4m3 |x| / 16 + m / 458752 (README "Quantized allreduce" has the bound of a whole op). A
- * NaN or infinity makes its block NaN in the result. */
+ * fp8 e4m3 |x| / 16 + m / 458752, each plus 2^-149 (README "Quantized allreduce" has the bound
+ * of a whole op). A NaN or infinity, or a sum that overflows float32, makes its block NaN in the
+ * result. */
 enum ftcc_codec {
 	FTCC_CODEC_NONE = 0,	 /* full precision (plain allreduce) */
-	FTCC_CODEC_INT8 = 1,	 /* signed 8-bit integer codes, 4.0x fewer bytes than float32 */
+	FTCC_CODEC_INT8 = 1,	 /* signed 8-bit integer codes, 3.94x fewer bytes than float32 */
 	FTCC_CODEC_FP8_E4M3 = 2, /* fp8 e4m3 codes (scale maps the block's maximum to 448) */
-	FTCC_CODEC_INT4 = 3,	 /* signed 4-bit integer codes, two per byte: 7.5x fewer */
+	FTCC_CODEC_INT4 = 3,	 /* signed 4-bit integer codes, two per byte: 7.76x fewer */
 	FTCC_CODEC_COUNT = 4
 };
 #define FTCC_CODEC_BLOCK 256
@@ -172,10 +173,12 @@ struct ftcc_view {
 };
 
 /* Options of one op, for the *_opts calls. Start from ftcc_op_opts_init(); later fields will be
- * added at the end, their zero meaning what calls without options do. */
+ * added at the end, their zero meaning what calls without options do (a library older than the
+ * header takes a larger struct whose extra bytes are all zero). */
 struct ftcc_op_opts {
-	uint32_t struct_size;  /* set by ftcc_op_opts_init(): sizeof(struct ftcc_op_opts) */
-	enum ftcc_codec codec; /* FTCC_CODEC_NONE, or a codec: float32 or bfloat16, SUM or AVG */
+	uint32_t struct_size; /* set by ftcc_op_opts_init(): sizeof(struct ftcc_op_opts) */
+	uint32_t codec;	      /* enum ftcc_codec: FTCC_CODEC_NONE, or a codec (float32 or
+			       * bfloat16, SUM or AVG) */
 };
 
 typedef struct ftcc_comm ftcc_comm_t;
@@ -194,6 +197,7 @@ static inline void ftcc_config_init(struct ftcc_config *cfg)
 static inline void ftcc_op_opts_init(struct ftcc_op_opts *o)
 {
 	*o = (struct ftcc_op_opts){ .struct_size = (uint32_t)sizeof(*o), .codec = FTCC_CODEC_NONE };
+	/* (every later field zero) */
 }
 
 /* Creates this member and waits until the group formed (or admitted it, with join), bounded by

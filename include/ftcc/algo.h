@@ -59,9 +59,10 @@ void algo_chunk_range(uint32_t nchunks, size_t count, uint32_t c, size_t *off, s
  * blocks are the buffer's, whatever the group's size), the others as algo_chunk_range(). */
 void algo_range(enum algo_id id, uint32_t nchunks, size_t count, uint32_t c, size_t *off,
 		size_t *len);
-/* Scratch bytes the algorithm needs (ALGO_Q: algo_q_scratch_bytes()). */
-size_t algo_scratch_bytes(enum algo_id id, uint32_t n, size_t count, enum ftcc_dtype dtype);
-/* Scratch bytes of a quantized attempt with @codec among @n members. */
+/* Scratch bytes the algorithm needs (@codec: ALGO_Q's). */
+size_t algo_scratch_bytes(enum algo_id id, uint32_t n, size_t count, enum ftcc_dtype dtype,
+			  enum ftcc_codec codec);
+/* Scratch bytes of a quantized attempt with @codec among @n members (algo_q.c). */
 size_t algo_q_scratch_bytes(enum ftcc_codec codec, uint32_t n, size_t count);
 
 /* Runs the attempt. 0 when @out holds the whole result (every @have bit set); otherwise the

@@ -11,17 +11,20 @@
  *   int8, int4  q = x / s rounded to nearest even, in [-Q, Q]; decoded q * s;
  *   fp8 e4m3    x / s rounded to e4m3 (OCP "fn": 3 mantissa bits, subnormals, saturating at
  *               448); decoded e4m3(x / s) * s.
- * Special blocks: all zeros (or m so small that s underflows to 0) has scale 0 and decodes to
- * +0; a block holding a NaN or an infinity has a NaN scale and decodes to NaN everywhere (a
- * non-finite input poisons its block, never a neighbouring one).
+ * (The scale is raised by ulps where m / s would exceed Q after rounding, and is at least the
+ * smallest subnormal.) Special blocks: all zeros has scale 0 and decodes to +0; a block holding a
+ * NaN or an infinity has a NaN scale and decodes to NaN everywhere (a non-finite input poisons
+ * its block, never a neighbouring one; so does a float32 sum that overflows).
  *
  * Error of one round trip, for a block of largest magnitude m (s = m / Q), per element:
  *   int8  |x - dec(enc(x))| <= s / 2 = m / 254
  *   int4  |x - dec(enc(x))| <= s / 2 = m / 14
  *   fp8   |x - dec(enc(x))| <= |x| / 16 + s / 1024
- * (plus float32 rounding of the product: within 2^-23 of the decoded value). The functions run
- * in the default floating-point environment's semantics whatever the caller's (no contraction,
- * round to nearest even by integer arithmetic), so every machine gets the same bits.
+ * plus 2^-149, which matters only for blocks of m below Q * 2^-126 (subnormal scales), and the
+ * float32 rounding of the product (within 2^-23 of the decoded value). The functions run in the
+ * default floating-point environment whatever the caller's (no contraction; on x86 a caller's
+ * MXCSR is set aside, elsewhere the default environment is assumed), so every machine gets the
+ * same bits.
  */
 #ifndef FTCC_QUANT_H
 #define FTCC_QUANT_H

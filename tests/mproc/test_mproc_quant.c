@@ -80,24 +80,25 @@ static void run_checked(const char *name, int n, struct ft_group_opts *o, uint64
 	cr_expect_eq(ft_group_end(&grp, 5000, NULL), 0, "members did not exit cleanly");
 }
 
-static const size_t sizes[] = { 1, 3, 1000, 65537, 1u << 20 };
+static const size_t sizes[] = { 0, 1, 3, 1000, 65537, 1u << 20 };
 static const enum ftcc_codec codecs[] = { FTCC_CODEC_INT8, FTCC_CODEC_FP8_E4M3, FTCC_CODEC_INT4 };
 
-/* Every codec x {float32 SUM, bfloat16 AVG} x sizes, in place every other op (30 ops). */
+/* Every codec x {float32 SUM, bfloat16 AVG} x sizes (0 elements too: empty frames, the shape
+ * checked), in and out of place for both types (36 ops). */
 static void all_codecs(const char *name, int n, int depth)
 {
-	struct ft_spec script[30];
-	struct ft_group_opts o = { .script = script, .nspec = 30, .depth = depth };
+	struct ft_spec script[36];
+	struct ft_group_opts o = { .script = script, .nspec = 36, .depth = depth };
 	int k = 0;
 
 	for (int c = 0; c < 3; c++) {
-		for (int s = 0; s < 5; s++) {
+		for (int s = 0; s < 6; s++) {
 			for (int t = 0; t < 2; t++, k++) {
 				script[k] = (struct ft_spec){
 					.count = sizes[s],
 					.dtype = t ? FTCC_BFLOAT16 : FTCC_FLOAT32,
 					.op = t ? FTCC_AVG : FTCC_SUM,
-					.inplace = k % 2,
+					.inplace = (k / 2) % 2,
 					.codec = codecs[c],
 				};
 			}
@@ -166,8 +167,11 @@ Test(ft_mproc_quant, another_codec_is_a_mismatch)
 }
 
 /* A data connection reset between live members in the scatter (member 1, op 5) and in the gather
- * (member 2, op 8): each op is attempted again, nobody is removed, every result is exact and the
- * same everywhere. */
+ * (member 2, op 8), nobody removed: each op needs a new epoch, in which it is redone (op 5:
+ * nobody holds a final chunk before the gather) or, mostly for op 8, finished from the data
+ * (the owners that reduced hold their chunks; the missing ones are filled over the
+ * block-aligned partition, which 70000 elements on 3 members tells apart from the plain one).
+ * Every result exact and the same everywhere. */
 Test(ft_mproc_quant, resets_between_live_members)
 {
 	struct ft_spec script[2] = { { 70000, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_INT8 },
@@ -193,14 +197,15 @@ Test(ft_mproc_quant, resets_between_live_members)
 	}
 	checked = ft_group_invariants(&grp, 7, why, sizeof(why));
 	cr_expect_eq(checked, 12, "%s\n%s", checked < 0 ? why : "", describe());
-	cr_expect_gt(ft_group_op(&grp, 0, 5)->epoch, 1, "op 5 saw no reset");
-	for (int i = 0; i < 3; i++) {
-		const struct ft_op *op = ft_group_op(&grp, i, 8);
-
-		cr_expect(op->attempts > 1 || op->resumed,
-			  "member %d: op 8 saw no reset (epoch %llu, %u attempts, resumed %d)", i,
-			  (unsigned long long)op->epoch, op->attempts, op->resumed);
-	}
+	/* A member may meet the new epoch before its first attempt: what shows is the epoch of a
+	 * redone op, or the resumed flag of one finished from the data (whose epoch is its
+	 * attempt's). */
+	cr_expect_gt(ft_group_op(&grp, 0, 5)->epoch, ft_group_op(&grp, 0, 4)->epoch,
+		     "op 5 saw no reset\n%s", describe());
+	cr_expect(ft_group_op(&grp, 0, 8)->resumed ||
+			  ft_group_op(&grp, 0, 8)->epoch > ft_group_op(&grp, 0, 7)->epoch,
+		  "op 8 saw no reset\n%s", describe());
+	cr_expect(!ft_group_op(&grp, 0, 5)->resumed, "op 5 finished from data nobody held");
 	cr_expect_eq(ft_group_end(&grp, 5000, NULL), 0, "members did not exit cleanly");
 }
 
@@ -212,6 +217,10 @@ Test(ft_mproc_quant, bad_options_are_invalid)
 	const char *addrs[1] = { addr };
 	struct ftcc_config cfg;
 	struct ftcc_op_opts opts;
+	struct {
+		struct ftcc_op_opts o;
+		uint32_t more[2];
+	} newer = { 0 };
 	ftcc_comm_t *comm = NULL;
 	ftcc_request_t *req = NULL;
 	float in[4] = { 1, 2, 3, 4 }, out[4];
@@ -238,8 +247,13 @@ Test(ft_mproc_quant, bad_options_are_invalid)
 	opts.struct_size = 0;
 	cr_expect_eq(ftcc_allreduce_opts(comm, in, out, 4, FTCC_FLOAT32, FTCC_SUM, &opts, NULL),
 		     FTCC_ERR_INVALID);
-	opts.struct_size = (uint32_t)sizeof(opts) + 8;
-	cr_expect_eq(ftcc_allreduce_opts(comm, in, out, 4, FTCC_FLOAT32, FTCC_SUM, &opts, NULL),
+	/* a newer header's larger struct: taken while its extra fields are zero */
+	newer.o = opts;
+	newer.o.struct_size = (uint32_t)sizeof(newer);
+	cr_expect_eq(ftcc_allreduce_opts(comm, in, out, 4, FTCC_FLOAT32, FTCC_SUM, &newer.o, NULL),
+		     0);
+	newer.more[1] = 1;
+	cr_expect_eq(ftcc_allreduce_opts(comm, in, out, 4, FTCC_FLOAT32, FTCC_SUM, &newer.o, NULL),
 		     FTCC_ERR_INVALID);
 	cr_expect_null(req);
 	ftcc_op_opts_init(&opts);

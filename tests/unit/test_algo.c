@@ -62,9 +62,9 @@ Test(algo_chunks, counts_and_scratch)
 	cr_expect_eq(algo_chunks(ALGO_RING, 5), 5);
 	cr_expect_eq(algo_chunks(ALGO_RING, 1), 1);
 	cr_expect_eq(algo_chunks(ALGO_RD, 5), 1);
-	cr_expect_eq(algo_scratch_bytes(ALGO_RD, 4, 100, FTCC_FLOAT64), 800);
-	cr_expect_eq(algo_scratch_bytes(ALGO_RD, 1, 100, FTCC_FLOAT64), 0);
-	cr_expect_eq(algo_scratch_bytes(ALGO_RING, 4, 100, FTCC_FLOAT64), 0);
+	cr_expect_eq(algo_scratch_bytes(ALGO_RD, 4, 100, FTCC_FLOAT64, FTCC_CODEC_NONE), 800);
+	cr_expect_eq(algo_scratch_bytes(ALGO_RD, 1, 100, FTCC_FLOAT64, FTCC_CODEC_NONE), 0);
+	cr_expect_eq(algo_scratch_bytes(ALGO_RING, 4, 100, FTCC_FLOAT64, FTCC_CODEC_NONE), 0);
 }
 
 Test(algo_chunks, partition_is_even_and_complete)
@@ -349,7 +349,8 @@ static double get(const void *buf, enum ftcc_dtype dt, size_t i)
 static void grp_buffers(struct grp *g, enum algo_id id, size_t count, enum ftcc_dtype dt,
 			enum ftcc_redop op)
 {
-	size_t esz = ftcc_dtype_size(dt), sb = algo_scratch_bytes(id, g->n, count, dt);
+	size_t esz = ftcc_dtype_size(dt),
+	       sb = algo_scratch_bytes(id, g->n, count, dt, FTCC_CODEC_NONE);
 
 	for (uint32_t i = 0; i < g->n; i++) {
 		struct member *m = &g->m[i];

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the block codecs of the quantized allreduce (collectives/reduce_quant.c): sizes,
  * round trips against a float64 reference within the documented bound, exact codes, e4m3's
- * rounding (ties to even, subnormals, saturation) checked against an independent decoder, NaN and
+ * rounding (ties to even, subnormals, saturation) against values worked out by hand, NaN and
  * infinity poisoning only their block, all-zero blocks, odd lengths and int4's half bytes,
- * bfloat16 in and out, accumulation, and the caller's floating-point environment.
+ * bfloat16 in and out, accumulation, subnormal scales, the quantized allreduce's block-aligned
+ * partition, and the caller's floating-point environment.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -17,6 +18,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include "ftcc/algo.h"
 #include "ftcc/quant.h"
 
 static const enum ftcc_codec codecs[] = { FTCC_CODEC_INT8, FTCC_CODEC_FP8_E4M3, FTCC_CODEC_INT4 };
@@ -273,7 +275,9 @@ Test(quant, callers_fp_environment)
 	unsigned int old = _mm_getcsr();
 
 	fill(x, n, 9);
-	x[3] = 0x1p-140f; /* subnormal input */
+	x[3] = 0x1p-140f;		/* subnormal input */
+	for (int i = 512; i < 768; i++) /* a block of maximum ~1e-37: FTZ/DAZ would change it */
+		x[i] = (float)(i - 600) * 1e-39f;
 	for (int k = 0; k < NCODECS; k++) {
 		cr_assert_eq(ftcc_q_encode(codecs[k], x, FTCC_FLOAT32, n, e1), 0);
 		cr_assert_eq(ftcc_q_decode(codecs[k], e1, n, y1, FTCC_FLOAT32), 0);
@@ -286,6 +290,54 @@ Test(quant, callers_fp_environment)
 	}
 }
 #endif
+
+/* Blocks of tiny magnitude (subnormal scales) stay within the bound plus 2^-149. */
+Test(quant, subnormal_scales)
+{
+	static const float maxes[] = { 0x1.64p-142f, 0x1p-140f, 0x1p-130f, 1e-37f, 0x1p-149f };
+	float x[256], y[256];
+	uint8_t e[300];
+
+	for (int k = 0; k < NCODECS; k++) {
+		for (size_t t = 0; t < sizeof(maxes) / sizeof(maxes[0]); t++) {
+			for (int i = 0; i < 256; i++) {
+				x[i] = maxes[t] * (float)(i - 128) / 128.0f;
+			}
+			x[0] = -maxes[t];
+			cr_assert_eq(ftcc_q_encode(codecs[k], x, FTCC_FLOAT32, 256, e), 0);
+			cr_assert_eq(ftcc_q_decode(codecs[k], e, 256, y, FTCC_FLOAT32), 0);
+			expect_within(codecs[k], x, y, 256);
+		}
+	}
+}
+
+/* The quantized allreduce's chunks are whole blocks, cover the buffer in order, and give chunk 0
+ * the most elements (its owner's scratch bound). */
+Test(quant, block_aligned_partition)
+{
+	static const size_t counts[] = { 0, 1, 255, 256, 257, 70000, 1000003 };
+	static const uint32_t ns[] = { 1, 2, 3, 5, 64, 1024 };
+	size_t off_ring, len_ring;
+
+	for (size_t a = 0; a < sizeof(counts) / sizeof(counts[0]); a++) {
+		for (size_t b = 0; b < sizeof(ns) / sizeof(ns[0]); b++) {
+			size_t next = 0, off, len, first = 0;
+
+			for (uint32_t c = 0; c < ns[b]; c++) {
+				algo_range(ALGO_Q, ns[b], counts[a], c, &off, &len);
+				cr_expect_eq(off, next, "count %zu n %u chunk %u", counts[a], ns[b],
+					     c);
+				cr_expect(off % FTCC_CODEC_BLOCK == 0 || len == 0);
+				cr_expect(c == 0 || len <= first);
+				first = c == 0 ? len : first;
+				next = off + len;
+			}
+			cr_expect_eq(next, counts[a], "count %zu n %u", counts[a], ns[b]);
+		}
+	}
+	algo_range(ALGO_RING, 3, 70000, 1, &off_ring, &len_ring);
+	cr_expect_eq(off_ring, 23334, "the ring's partition is the plain one");
+}
 
 /* The error of a whole quantized sum: n members' inputs each encoded once, summed in float32,
  * the sum encoded once more (what algo_q.c does), within the sum of the bounds. */
