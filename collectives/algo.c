@@ -112,6 +112,8 @@ int algo_run(enum algo_id id, struct algo_att *a)
 		return algo_rd_run(a);
 	case ALGO_Q:
 		return algo_q_run(a);
+	case ALGO_AG:
+		return algo_ag_run(a);
 	}
 	return -EINVAL;
 }
@@ -129,7 +131,8 @@ int algo_progress(struct algo_att *a, struct algo_waiter *w, struct dp_xfer *x, 
 
 	rc = dp_progress(a->dp, x, n, ALGO_WAIT_MS, &bad);
 	if (rc < 0) {
-		if (rc == -EPIPE || rc == -EPROTO || rc == -EHOSTUNREACH || rc == -EBADE) {
+		if (rc == -EPIPE || rc == -EPROTO || rc == -EHOSTUNREACH || rc == -EBADE ||
+		    rc == -ENOMSG) {
 			a->bad_peer = bad;
 		}
 		if (rc != -ECANCELED) {

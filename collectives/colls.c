@@ -4,14 +4,16 @@
  * numbered, recorded, resumed and redone as allreduce is:
  *   broadcast       a uint8 SUM of the bytes, every member but the root giving zeros (x + 0
  *                   is x, bit for bit); a result without the root's input is FTCC_ERR_PEER_LOST;
- *   allgather       a uint8 SUM of size slots, each member giving its own slot and zeros;
+ *   allgather       a uint8 SUM of size slots, each member giving its own slot and zeros, run
+ *                   as the allgather half of a ring (algo_ag.c: every slot is final at its
+ *                   owner);
  *   reduce-scatter  the allreduce of all slots into a buffer the op owns, of which the member's
  *                   slot is copied out;
  *   barrier         an allreduce of no elements (the exchange still happens).
  * Each carries its own kind (and a broadcast its root) in the op's shape, so members that call
- * different collectives at the same point get FTCC_ERR_MISMATCH. Bandwidth: broadcast and
- * reduce-scatter move what an allreduce of their buffer moves, allgather that of size slots
- * (size times an allgather's optimum): dedicated algorithms are to come.
+ * different collectives at the same point get FTCC_ERR_MISMATCH. Bandwidth: allgather the least
+ * possible; broadcast and reduce-scatter what an allreduce of their buffer moves (within 2x of
+ * their optimum): dedicated algorithms are to come.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -29,17 +31,16 @@ static int codec_of(const struct ftcc_op_opts *o, enum ftcc_dtype dtype, enum ft
 	if (!o) {
 		return FTCC_CODEC_NONE;
 	}
-	if (o->struct_size < offsetof(struct ftcc_op_opts, codec) + sizeof(o->codec)) {
+	/* (a size beyond any plausible header is garbage: refused before anything is read) */
+	if (o->struct_size < offsetof(struct ftcc_op_opts, codec) + sizeof(o->codec) ||
+	    o->struct_size > 256) {
 		return -1;
 	}
 	/* a newer header's fields: fine while they ask for nothing (zero) */
-	for (size_t i = sizeof(*o); i < o->struct_size && i < 4096; i++) {
+	for (size_t i = sizeof(*o); i < o->struct_size; i++) {
 		if (((const uint8_t *)o)[i]) {
 			return -1;
 		}
-	}
-	if (o->struct_size > 4096) {
-		return -1;
 	}
 	if (o->codec == FTCC_CODEC_NONE) {
 		return FTCC_CODEC_NONE;
@@ -138,7 +139,7 @@ static int allgather_start(ftcc_comm_t *c, const void *sendbuf, void *recvbuf, s
 		return FTCC_ERR_INVALID;
 	}
 	d.count = bytes * c->size;
-	slot = (uint8_t *)recvbuf + (size_t)c->rank * bytes;
+	slot = count ? (uint8_t *)recvbuf + (size_t)c->rank * bytes : NULL;
 	if (count && (const uint8_t *)sendbuf != slot &&
 	    (const uint8_t *)sendbuf < (uint8_t *)recvbuf + d.count &&
 	    (uint8_t *)recvbuf < (const uint8_t *)sendbuf + bytes) {
@@ -163,8 +164,8 @@ static int rs_start(ftcc_comm_t *c, const void *sendbuf, void *recvbuf, size_t c
 			    .op = op,
 			    .dst = recvbuf };
 
-	if (!c || !req || esz == 0 || count > FTCC_MAX_COUNT / c->size ||
-	    (count && (!sendbuf || !recvbuf))) {
+	if (!c || !req || esz == 0 || (unsigned)op >= FTCC_REDOP_COUNT ||
+	    count > FTCC_MAX_COUNT / c->size || (count && (!sendbuf || !recvbuf))) {
 		return FTCC_ERR_INVALID;
 	}
 	d.count = count * c->size;
@@ -213,9 +214,12 @@ void eng_coll_finish(struct ftcc_comm *c, struct ftcc_request *r)
 		if (!ftcc_record_has(&r->rec, r->param)) {
 			eng_set_error(c,
 				      "op %llu: broadcast from member %u: its data is not in the "
-				      "result (it left or died before the others had it)",
+				      "result (it left or died first, or was catching up)",
 				      (unsigned long long)r->seq, r->param);
 			r->result = FTCC_ERR_PEER_LOST;
+			if (r->count) { /* the root's buffer holds its data again (others: 0) */
+				memcpy(r->recvbuf, c->keep, r->count);
+			}
 		} else {
 			r->result = 0; /* the data is whole, whoever else is missing */
 		}

@@ -430,7 +430,9 @@ static int dp_pass(struct dp *dp, struct dp_call *call)
 				dp_conn_broken_idle(dp, pe, "closed or reset");
 				continue;
 			}
-			if (rc != -EBADE) /* a frame of another shape is dropped, not the link */
+			/* a frame of another shape is dropped, not the link; nor is one that
+			 * shows a frame awaited lost (it waits for the call that wants it) */
+			if (rc != -EBADE && rc != -ENOMSG)
 				dp_conn_broken(dp, pe,
 					       rc == -EPROTO ? "a malformed or unexpected frame" :
 							       "closed or reset");

@@ -267,6 +267,24 @@ static struct dp_xfer *rx_match(struct dp *dp, struct dp_conn *c, uint32_t pidx,
 	return NULL;
 }
 
+/* A receive of this call from the peer of @c that can no longer complete: one of an earlier op
+ * than @c's frame, which lies after it in tag order. A member runs its ops in order and sends in
+ * tag order, so a frame of a later op means it sent the awaited one before, on a connection
+ * that broke since; or NULL. (A frame of a later epoch and an earlier or the same op, an epoch
+ * that reopened the op, is no such proof.) */
+static struct dp_xfer *rx_passed(struct dp *dp, const struct dp_conn *c, uint32_t pidx,
+				 struct dp_call *call)
+{
+	for (int i = 0; i < call->n; i++) {
+		struct dp_xfer *x = &call->x[i];
+
+		if (dp->xpeer[i] == pidx && x->dir == DP_RECV && !x->done &&
+		    x->tag.seq < c->rx_tag.seq && dp_tag_cmp(&x->tag, &c->rx_tag) < 0)
+			return x;
+	}
+	return NULL;
+}
+
 /* A transfer of this call of the op of @c's frame that carries another shape than the frame,
  * or NULL. Frames and transfers without a shape are not checked. */
 static const struct dp_xfer *rx_shape_clash(const struct dp_conn *c, const struct dp_call *call)
@@ -338,11 +356,23 @@ static int rx_dispatch(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, str
 	}
 	c->rx_mode = DPR_WAIT;
 	c->rx_blocked = 1;
+	x = rx_passed(dp, c, pidx, call);
+	if (x) {
+		ftcc_info(
+			"dp: member %u is past op %llu (its frame of op %llu, epoch %llu, came "
+			"first): the frame of op %llu, epoch %llu, phase %u this member waits for "
+			"was lost with a link that broke",
+			pe->id, (unsigned long long)x->tag.seq, (unsigned long long)c->rx_tag.seq,
+			(unsigned long long)c->rx_tag.epoch, (unsigned long long)x->tag.seq,
+			(unsigned long long)x->tag.epoch, x->tag.phase);
+		*call->bad_peer = pe->id;
+		return -ENOMSG;
+	}
 	return 0;
 }
 
 /* Reads frames from @pe while receives of this call can take them; with @peek, only up to the
- * next header (the call has no receive from @pe). 0 or -EPIPE/-EPROTO/-EBADE. */
+ * next header (the call has no receive from @pe). 0 or -EPIPE/-EPROTO/-EBADE/-ENOMSG. */
 static int conn_rx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_call *call,
 		   int peek)
 {

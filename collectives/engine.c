@@ -285,8 +285,11 @@ static int run_attempt(struct ftcc_comm *c, struct ftcc_request *r, const struct
 	att->shape = eng_shape(r);
 	att->valid = 1;
 	att->epoch = e->epoch;
-	att->algo = r->codec ? ALGO_Q : algo_choose(bytes, e->nmembers);
-	att->nchunks = algo_chunks(att->algo, e->nmembers);
+	att->algo = r->codec				    ? ALGO_Q :
+		    r->kind == ENG_ALLGATHER && c->size > 1 ? ALGO_AG :
+							      algo_choose(bytes, e->nmembers);
+	/* an allgather's chunks are the group's slots, whoever takes part */
+	att->nchunks = att->algo == ALGO_AG ? c->size : algo_chunks(att->algo, e->nmembers);
 	contrib_of(e, att);
 	if (!self_contributes(e)) {
 		if (grow(&c->ident, &c->ident_len, bytes)) {
@@ -312,6 +315,7 @@ static int run_attempt(struct ftcc_comm *c, struct ftcc_request *r, const struct
 	a.dtype = r->dtype;
 	a.op = r->op == FTCC_AVG ? FTCC_SUM : r->op;
 	a.codec = r->codec;
+	a.slots = c->size;
 	a.shape = att->shape;
 	a.scratch = c->scratch;
 	a.have = att->have;
@@ -328,6 +332,7 @@ static enum ctl_evidence evidence_of(int rc)
 {
 	switch (rc) {
 	case -EPIPE:  /* the link broke (reset, closed, replaced): frames may be lost */
+	case -ENOMSG: /* a frame awaited was lost with a link that broke before */
 	case -EPROTO: /* a frame the receive did not expect: the link is out of step */
 		return CTL_EV_LINK;
 	case -EHOSTUNREACH: /* no connection to the peer for the failure timeout */

@@ -146,9 +146,10 @@ struct ftcc_comm {
 	char last_error[256]; /* under mu */
 };
 
-/* The shape of op @r as every data frame and resume report carries it (dp.h, resume.h): kind 1
- * (allreduce) in bits 0-3, its codec in 4-7, the type in 8-15, the operator in 16-23, the count
- * in 24-63. */
+/* The shape of op @r as every data frame and resume report carries it (dp.h, resume.h): its
+ * kind (enum eng_kind) in bits 0-3, codec in 4-7, param in 8-23 (an allreduce's or
+ * reduce-scatter's type | operator << 8, an allgather's type, a broadcast's root), the engine's
+ * count in 24-63. */
 uint64_t eng_shape(const struct ftcc_request *r);
 /* "@count x @type @op" of @shape into @buf. */
 void eng_shape_text(uint64_t shape, char *buf, size_t len);

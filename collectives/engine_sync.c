@@ -290,7 +290,7 @@ static int report_done(struct ftcc_comm *c, const struct ctl_epoch *e, struct en
 	rc = run_xfers(c, x, nx, dn->seq, e->epoch, &bad);
 	free(x);
 out:
-	if (rc == -EPIPE || rc == -EPROTO || rc == -EHOSTUNREACH) {
+	if (rc == -EPIPE || rc == -EPROTO || rc == -EHOSTUNREACH || rc == -ENOMSG) {
 		/* The member waiting for this report needs another epoch: ask for it. This
 		 * member reports again in that epoch. */
 		ctl_member_suspect(c->ctl, bad, rc == -EHOSTUNREACH ? CTL_EV_CUT : CTL_EV_LINK,

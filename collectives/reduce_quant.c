@@ -348,7 +348,8 @@ int ftcc_q_decode(enum ftcc_codec codec, const uint8_t *src, size_t count, void 
 
 double ftcc_q_bound(enum ftcc_codec codec, double x, double m)
 {
-	double s = m / (double)q_max(codec);
+	/* the float32 scale in use: m / Q rounded, maybe raised by an ulp or two */
+	double s = m / (double)q_max(codec) * (1.0 + 0x1p-21);
 
 	if (codec == FTCC_CODEC_FP8_E4M3) {
 		return fabs(x) / 16.0 + s / 1024.0 + 0x1p-149;

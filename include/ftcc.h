@@ -27,6 +27,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -196,8 +197,9 @@ static inline void ftcc_config_init(struct ftcc_config *cfg)
 /* Sets @o to the defaults (a plain op). */
 static inline void ftcc_op_opts_init(struct ftcc_op_opts *o)
 {
-	*o = (struct ftcc_op_opts){ .struct_size = (uint32_t)sizeof(*o), .codec = FTCC_CODEC_NONE };
-	/* (every later field zero) */
+	memset(o, 0, sizeof(*o)); /* padding too: a library checks a newer struct's tail is 0 */
+	o->struct_size = (uint32_t)sizeof(*o);
+	o->codec = FTCC_CODEC_NONE;
 }
 
 /* Creates this member and waits until the group formed (or admitted it, with join), bounded by
@@ -247,13 +249,20 @@ FTCC_API int ftcc_iallreduce_opts(ftcc_comm_t *comm, const void *sendbuf, void *
 
 /* The other collectives. They run through the allreduce engine (an op of each is numbered,
  * recorded, resumed or redone as an allreduce is), so the ordering rule, the records and the
- * degraded policy are the same; another kind of op, root, count or type at the same point is
- * FTCC_ERR_MISMATCH. Slots follow member ids: member i's block is at i * count elements, for
- * the group's size at formation. Each is the blocking call; the ftcc_i* form returns a request.
+ * degraded policy are the same; another kind of op, or another root, byte count (broadcast,
+ * allgather), count, type or operator (reduce-scatter) at the same point is FTCC_ERR_MISMATCH,
+ * after which a broadcast's or allgather's buffer holds zeros outside the member's own data.
+ * Slots follow member ids: member i's block is at i * count elements, for the group's size at
+ * formation. The buffers are the op's from the start call on (a non-root's broadcast buffer and
+ * the allgather's other slots are zeroed then). Counts: broadcast and allgather at most
+ * FTCC_MAX_COUNT / 8 elements in all, reduce-scatter FTCC_MAX_COUNT in all. Each is the blocking
+ * call; the ftcc_i* form returns a request.
  *
  * Broadcast of @count elements of @buf from member @root. Returns FTCC_ERR_PEER_LOST on every
- * member when the root's data is not in the result (it left or died first: @buf is then
- * unspecified), 0 otherwise, whichever other members are missing. */
+ * member when the root's data is not in the result: it left or died before its data was kept
+ * by the survivors, or it is catching up (contributes nothing); the root's @buf then holds its
+ * data again, the others' are zero. 0 otherwise, whichever other members are missing (whatever
+ * the degraded policy). */
 FTCC_API int ftcc_broadcast(ftcc_comm_t *comm, void *buf, size_t count, enum ftcc_dtype dtype,
 			    uint32_t root, struct ftcc_record *rec);
 FTCC_API int ftcc_ibroadcast(ftcc_comm_t *comm, void *buf, size_t count, enum ftcc_dtype dtype,

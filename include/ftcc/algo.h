@@ -24,6 +24,7 @@ enum algo_id {
 	ALGO_RING = 1, /* reduce-scatter then allgather around the ring, pipelined in segments */
 	ALGO_RD = 2,   /* recursive doubling (non powers of two: the extra members fold in first) */
 	ALGO_Q = 3,    /* quantized: scatter encoded chunks to their owners, gather encoded sums */
+	ALGO_AG = 4,   /* allgather: each member's slot is final at its owner; a ring passes them */
 };
 
 struct algo_att {
@@ -39,6 +40,7 @@ struct algo_att {
 	enum ftcc_dtype dtype;
 	enum ftcc_redop op;    /* AVG is reduced as SUM; the engine divides afterwards */
 	enum ftcc_codec codec; /* ALGO_Q's codec */
+	uint32_t slots;	       /* ALGO_AG: slots (the group's size), member id i's is slot i */
 	uint64_t shape;	       /* the op's shape, carried by every data frame (dp.h) */
 	void *scratch;	       /* algo_scratch_bytes() bytes, engine-owned */
 	uint8_t *have;	       /* bitmap of algo_chunks() bits, cleared by the engine */
@@ -73,6 +75,10 @@ int algo_rd_run(struct algo_att *a);
 /* ALGO_Q (collectives/algo_q.c): float32 or bfloat16 SUM with a->codec. Fault points "qs"
  * (before the scatter) and "qg" (before the gather), step 0. */
 int algo_q_run(struct algo_att *a);
+/* ALGO_AG (collectives/algo_ag.c): a->slots equal slots of a->count bytes in all (uint8), the
+ * input holding this member's own and zeros; chunks are the slots. Fault point "ag", step =
+ * ring step. */
+int algo_ag_run(struct algo_att *a);
 int algo_run(enum algo_id id, struct algo_att *a);
 
 static inline void algo_have_set(uint8_t *have, uint32_t c)

@@ -131,7 +131,10 @@ int dp_set_peers(struct dp *dp, const struct dp_peer *peers, uint32_t n);
 /* Progresses the @n transfers in @x (all posted by this call, in any state) for up to
  * @wait_ms: returns as soon as at least one transfer completes that was not complete on entry
  * (> 0: how many), or 0 when @wait_ms passed with none (the caller checks the epoch and calls
- * again). Spins briefly before sleeping in poll(). Errors (*@bad_peer names the peer): -EPIPE
+ * again). Spins briefly before sleeping in poll(). Errors (*@bad_peer names the peer): -ENOMSG
+ * when a frame of a later op than a receive of the call came from that receive's peer (the
+ * awaited frame was sent before it, and lost with a connection that broke since; the link and
+ * the later frame stay); -EPIPE
  * when a connection this call used broke (closed, reset, replaced by the peer's new one, or
  * silent with data outstanding): frames may be lost, and a later transfer reconnects;
  * -EHOSTUNREACH when a peer could not be connected to for half the failure timeout (attempts

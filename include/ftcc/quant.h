@@ -16,7 +16,8 @@
  * NaN or an infinity has a NaN scale and decodes to NaN everywhere (a non-finite input poisons
  * its block, never a neighbouring one; so does a float32 sum that overflows).
  *
- * Error of one round trip, for a block of largest magnitude m (s = m / Q), per element:
+ * Error of one round trip, for a block of largest magnitude m (s = m / Q, the float32 scale in
+ * use being within a relative 2^-21 of it, which the bounds below take in), per element:
  *   int8  |x - dec(enc(x))| <= s / 2 = m / 254
  *   int4  |x - dec(enc(x))| <= s / 2 = m / 14
  *   fp8   |x - dec(enc(x))| <= |x| / 16 + s / 1024

@@ -213,28 +213,46 @@ static int ft_goes_on(int rc)
 }
 
 /* Starts op @s (@req non-NULL) or runs it (@rec) through the call of its kind. */
-static int ft_call(ftcc_comm_t *comm, const struct ft_slot *s, uint32_t member, uint32_t n,
-		   ftcc_request_t **req, struct ftcc_record *rec)
+/* Where op @s's input goes, and where its result is, for @member. */
+static void *ft_in_at(const struct ft_slot *s, uint32_t member)
 {
 	const struct ft_spec *sp = s->spec;
 	size_t bytes = sp->count * ftcc_dtype_size(sp->dtype);
-	void *in = sp->inplace ? s->recv : s->send;
+
+	if (sp->kind == FT_BROADCAST)
+		return s->recv;
+	if (sp->kind == FT_ALLGATHER && sp->inplace)
+		return (uint8_t *)s->recv + member * bytes;
+	return sp->inplace ? s->recv : s->send;
+}
+
+static void *ft_out_at(const struct ft_slot *s, uint32_t member)
+{
+	const struct ft_spec *sp = s->spec;
+
+	if (sp->kind == FT_REDUCE_SCATTER && sp->inplace)
+		return (uint8_t *)s->recv + member * sp->count * ftcc_dtype_size(sp->dtype);
+	return s->recv;
+}
+
+static int ft_call(ftcc_comm_t *comm, const struct ft_slot *s, uint32_t member,
+		   ftcc_request_t **req, struct ftcc_record *rec)
+{
+	const struct ft_spec *sp = s->spec;
+	void *in = ft_in_at(s, member), *out = ft_out_at(s, member);
 	struct ftcc_op_opts opts;
 
-	(void)n;
 	switch (sp->kind) {
 	case FT_BROADCAST:
 		return req ? ftcc_ibroadcast(comm, s->recv, sp->count, sp->dtype, sp->root, req) :
 			     ftcc_broadcast(comm, s->recv, sp->count, sp->dtype, sp->root, rec);
 	case FT_ALLGATHER:
-		in = sp->inplace ? (uint8_t *)s->recv + member * bytes : s->send;
 		return req ? ftcc_iallgather(comm, in, s->recv, sp->count, sp->dtype, req) :
 			     ftcc_allgather(comm, in, s->recv, sp->count, sp->dtype, rec);
-	case FT_REDUCE_SCATTER:
-		return req ? ftcc_ireduce_scatter(comm, s->send, s->recv, sp->count, sp->dtype,
-						  sp->op, req) :
-			     ftcc_reduce_scatter(comm, s->send, s->recv, sp->count, sp->dtype,
-						 sp->op, rec);
+	case FT_REDUCE_SCATTER: /* in place: the result in the own slot of the input */
+		return req ? ftcc_ireduce_scatter(comm, in, out, sp->count, sp->dtype, sp->op,
+						  req) :
+			     ftcc_reduce_scatter(comm, in, out, sp->count, sp->dtype, sp->op, rec);
 	case FT_BARRIER:
 		return req ? ftcc_ibarrier(comm, req) : ftcc_barrier(comm, rec);
 	default:
@@ -254,17 +272,9 @@ static int ft_start(struct ft_child *c, struct ft_slot *s)
 	struct ft_run *r = c->r;
 	struct ftcc_record rec;
 	uint32_t n = (uint32_t)g->n, m = (uint32_t)r->member;
-	size_t bytes = s->spec->count * ftcc_dtype_size(s->spec->dtype);
-	void *in = s->spec->inplace ? s->recv : s->send;
 	int rc;
 
-	if (s->spec->kind == FT_BROADCAST)
-		in = s->recv;
-	else if (s->spec->kind == FT_ALLGATHER && s->spec->inplace)
-		in = (uint8_t *)s->recv + m * bytes;
-	else if (s->spec->kind == FT_REDUCE_SCATTER)
-		in = s->send;
-	ft_input_n(in, s->spec, m, s->seq, n);
+	ft_input_n(ft_in_at(s, m), s->spec, m, s->seq, n);
 	if (r->as_limit_seq && s->seq + 1 == r->as_limit_seq)
 		ft_cap_address_space();
 	if (r->late_seq && s->seq + 1 == r->late_seq)
@@ -273,13 +283,13 @@ static int ft_start(struct ft_child *c, struct ft_slot *s)
 	atomic_store_explicit(&r->ops[s->seq].state, FT_OP_STARTED, memory_order_release);
 	if (g->o.depth <= 1) {
 		memset(&rec, 0, sizeof(rec));
-		rc = ft_call(c->comm, s, m, n, NULL, &rec);
-		ft_finish(r, s->seq, ft_out_bytes(s->spec, n), rc, &rec, s->recv);
+		rc = ft_call(c->comm, s, m, NULL, &rec);
+		ft_finish(r, s->seq, ft_out_bytes(s->spec, n), rc, &rec, ft_out_at(s, m));
 		ft_note_epoch(c->comm, r);
 		return ft_goes_on(rc) ? 0 : rc;
 	}
 	s->req = NULL;
-	rc = ft_call(c->comm, s, m, n, &s->req, NULL);
+	rc = ft_call(c->comm, s, m, &s->req, NULL);
 	if (rc)
 		ft_finish(r, s->seq, 0, rc, NULL, NULL);
 	return rc;
@@ -356,7 +366,7 @@ static int ft_script(struct ft_child *c, struct ft_slot *slots, int depth)
 			memset(&rec, 0, sizeof(rec));
 			rc = ft_complete(g, s, &rec);
 			ft_finish(r, s->seq, ft_out_bytes(s->spec, (uint32_t)g->n), rc, &rec,
-				  s->recv);
+				  ft_out_at(s, (uint32_t)r->member));
 			ft_note_epoch(c->comm, r);
 			if (!ft_goes_on(rc) && !err)
 				err = rc;

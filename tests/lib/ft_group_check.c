@@ -400,6 +400,13 @@ static int ft_check_expect(const struct ft_group *g, const struct ft_op *ref, in
 			 ref->size, g->n);
 		return -1;
 	}
+	if (spec->kind == FT_BROADCAST && !(ref->mask >> spec->root & 1)) {
+		snprintf(why, len,
+			 "op %llu: a broadcast from member %u completed (rc %d) without it in its "
+			 "set %#x (process %d): it must end FTCC_ERR_PEER_LOST",
+			 (unsigned long long)seq, spec->root, ref->rc, ref->mask, k0);
+		return -1;
+	}
 	if (sum != ref->sum || scale != ref->scale || want_rc != ref->rc) {
 		snprintf(why, len,
 			 "op %llu (%zu x %s %s%s) over %#x (process %d): got sum %016llx scale "
@@ -533,16 +540,17 @@ int ft_group_check(const struct ft_group *g, char *why, size_t len)
 	}
 	for (int64_t s = 0; s <= top + FT_GROUP_MAX_DEPTH && s < FT_GROUP_MAX_SEQ && !rc; s++) {
 		const struct ft_op *ref = NULL;
-		int k0 = -1, own = ft_spec_of(g, (uint64_t)s)->kind == FT_REDUCE_SCATTER;
+		int k0 = -1, own = ft_spec_of(g, (uint64_t)s)->kind == FT_REDUCE_SCATTER, lost = -1;
 
 		for (int k = 0; k < g->nruns && !rc; k++) {
 			const struct ft_run *r = &g->sh->run[k];
 			const struct ft_op *op = &r->ops[s];
 
-			if (atomic_load_explicit(&op->state, memory_order_acquire) != FT_OP_DONE ||
-			    !ft_is_result(op->rc)) {
+			if (atomic_load_explicit(&op->state, memory_order_acquire) != FT_OP_DONE)
 				continue;
-			}
+			lost = op->rc == FTCC_ERR_PEER_LOST && lost < 0 ? k : lost;
+			if (!ft_is_result(op->rc))
+				continue;
 			if (op->bad_seq) {
 				snprintf(why, len, "op %lld: process %d got a record of another op",
 					 (long long)s, k);
@@ -561,6 +569,12 @@ int ft_group_check(const struct ft_group *g, char *why, size_t len)
 			}
 			if (!rc && own && ref != op) /* each member's own slot */
 				rc = ft_check_expect(g, op, k, (uint64_t)s, acc, tmp, why, len);
+		}
+		if (ref && lost >= 0 && !rc) {
+			snprintf(why, len,
+				 "op %lld: process %d got a result, process %d FTCC_ERR_PEER_LOST",
+				 (long long)s, k0, lost);
+			rc = -1;
 		}
 		if (ref && !rc) {
 			rc = ft_check_expect(g, ref, k0, (uint64_t)s, acc, tmp, why, len);
