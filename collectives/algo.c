@@ -46,6 +46,7 @@ enum algo_id algo_choose(size_t bytes, uint32_t n)
 
 uint32_t algo_chunks(enum algo_id id, uint32_t n)
 {
+	/* (ALGO_AG's chunks are the group's slots: the engine counts them, not this) */
 	if (id == ALGO_RING || id == ALGO_Q) {
 		return n ? n : 1;
 	}

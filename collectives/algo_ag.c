@@ -15,6 +15,7 @@
 
 #include "algo_int.h"
 #include "ftcc/fault.h"
+#include "ftcc/reduce.h"
 
 /* Slot of attempt member index @i. */
 static uint32_t ag_slot(const struct algo_att *a, uint32_t i)
@@ -24,13 +25,13 @@ static uint32_t ag_slot(const struct algo_att *a, uint32_t i)
 
 int algo_ag_run(struct algo_att *a)
 {
-	size_t slot, off, len;
+	size_t off, len;
 	uint32_t n = a->n, t, taken[FTCC_MAX_MEMBERS / 32] = { 0 };
 
-	if (a->slots == 0 || a->count % a->slots || (a->count && (!a->input || !a->out))) {
+	if (a->slots == 0 || a->count % a->slots || ftcc_dtype_size(a->dtype) != 1 ||
+	    (a->count && (!a->input || !a->out))) {
 		return -EINVAL;
 	}
-	slot = a->count / a->slots;
 	if (a->count) {
 		memcpy(a->out, a->input, a->count);
 	}
@@ -65,6 +66,5 @@ int algo_ag_run(struct algo_att *a)
 		}
 		algo_have_set(a->have, recv);
 	}
-	(void)slot;
 	return 0;
 }

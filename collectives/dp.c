@@ -160,6 +160,7 @@ static int dp_pick_transport(struct dp *dp)
 	 * loaded host) is not cut off by its data link first. A link that is cut is still noticed
 	 * within the timeout by the transport's repair bound and the data plane's watch. */
 	dp->xctx.failure_ns = (uint64_t)dp->cut_ns * 4;
+	dp->xctx.quiet_loss = 1; /* the membership decides what a loss is, and says so */
 	return 0;
 }
 
@@ -489,6 +490,8 @@ static int dp_peek_others(struct dp *dp, struct dp_call *call, int np)
 		rc = dp_conn_peek(dp, pe, i, call);
 		if (rc == -EBADE)
 			return rc;
+		if (rc == -ENOMSG) /* not from a peek (no receive there); never a broken link */
+			continue;
 		if (rc < 0) /* the next call that wants it hears of it */
 			dp_conn_broken_idle(
 				dp, pe, rc == -EPROTO ? "a malformed frame" : "closed or reset");

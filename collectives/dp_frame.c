@@ -271,7 +271,11 @@ static struct dp_xfer *rx_match(struct dp *dp, struct dp_conn *c, uint32_t pidx,
  * than @c's frame, which lies after it in tag order. A member runs its ops in order and sends in
  * tag order, so a frame of a later op means it sent the awaited one before, on a connection
  * that broke since; or NULL. (A frame of a later epoch and an earlier or the same op, an epoch
- * that reopened the op, is no such proof.) */
+ * that reopened the op, is no such proof.) This rests on what the engine does: every call
+ * carries transfers of one op, and a member's frames to a peer go out in non-decreasing
+ * (epoch, op) order, all of an op's sends done before any of a later op's. Pipelining ops
+ * would have to revisit it (within one op, frames need not leave in tag order: the rule looks
+ * at the op only). */
 static struct dp_xfer *rx_passed(struct dp *dp, const struct dp_conn *c, uint32_t pidx,
 				 struct dp_call *call)
 {

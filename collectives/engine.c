@@ -389,10 +389,7 @@ static int after_failure(struct ftcc_comm *c, uint64_t seq, uint64_t epoch, int 
 		if (atomic_load(&c->aborted)) {
 			return FTCC_ERR_ABORTED;
 		}
-		if (ev && now >= next_report) {
-			ctl_member_suspect(c->ctl, bad_peer, ev, seq);
-			next_report = now + ENG_REPORT_MS;
-		}
+		/* the op's epoch first: a failure seen after it changed is no one's fault */
 		r = ctl_member_op_epoch(c->ctl, seq, &e);
 		if (r == 0) {
 			uint64_t ep = e->epoch;
@@ -403,6 +400,10 @@ static int after_failure(struct ftcc_comm *c, uint64_t seq, uint64_t epoch, int 
 			}
 		} else if (r != -EAGAIN) {
 			return final_state_error(c, r);
+		}
+		if (ev && now >= next_report) {
+			ctl_member_suspect(c->ctl, bad_peer, ev, seq);
+			next_report = now + ENG_REPORT_MS;
 		}
 		if (now > deadline) {
 			eng_set_error(c,

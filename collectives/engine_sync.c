@@ -292,7 +292,8 @@ static int report_done(struct ftcc_comm *c, const struct ctl_epoch *e, struct en
 out:
 	if (rc == -EPIPE || rc == -EPROTO || rc == -EHOSTUNREACH || rc == -ENOMSG) {
 		/* The member waiting for this report needs another epoch: ask for it. This
-		 * member reports again in that epoch. */
+		 * member reports again in that epoch. (-ENOMSG: that peer is past the op; the
+		 * coordinator lets it go when every member is.) */
 		ctl_member_suspect(c->ctl, bad, rc == -EHOSTUNREACH ? CTL_EV_CUT : CTL_EV_LINK,
 				   dn->seq);
 	}
@@ -337,8 +338,9 @@ void eng_sync_epoch(struct ftcc_comm *c, const struct ctl_epoch *e)
 		rc = prc;
 		if (rc) {
 			/* a newer epoch came meanwhile, or the link failed: report again in the
-			 * next epoch (asked for by report_done on a link failure) */
-			dn->reported = 0;
+			 * next epoch (asked for by report_done on a link failure); not in this one
+			 * after -ENOMSG, which would only fail again on the peer's later frame */
+			dn->reported = rc == -ENOMSG ? e->epoch : 0;
 			break;
 		}
 	}

@@ -64,6 +64,10 @@ struct ftcc_tctx {
 	 * window and its kernel timeout keep the process-wide bound. A connection accepted on a
 	 * listen takes the listen's; the ib transport gives its side channel its own. */
 	uint64_t failure_ns;
+	/* 1: a lost peer is logged at INFO, not WARN: the caller's membership says what a loss
+	 * means and alerts itself (the allreduce engine's data plane: a member's normal exit
+	 * closes its connections while the others' views still name it). */
+	int quiet_loss;
 };
 
 struct ftcc_transport_ops;

@@ -207,6 +207,54 @@ Test(dp, stale_frames_dropped)
 	free(old);
 }
 
+/* A frame of a later op arrives while a receive of an earlier op from the same peer is posted:
+ * the awaited frame was sent before and lost, so the call fails with -ENOMSG naming the peer;
+ * the link stays, and the later frame is there, whole, for the receive that wants it. A frame
+ * of the same op and a later step is no such proof: the call goes on waiting. */
+Test(dp, later_op_first_is_enomsg_and_the_link_stays)
+{
+	uint32_t ids[2] = { 1, 2 };
+	uint64_t incs[2] = { 1, 1 };
+	struct dp *d[2] = { dph_mk(1, 1, 0), dph_mk(2, 1, 0) };
+	uint8_t s1[64], r1[64], r2[64];
+	struct dph_job a = { .dp = d[0] };
+	uint32_t bp = 0;
+	int rc = 0;
+
+	dph_mesh(d, ids, incs, 2);
+	dph_fill(s1, sizeof(s1), 4);
+	a.x[0] = dph_xf(2, DP_SEND, dph_tag(5, 1), s1, sizeof(s1)); /* op 5, step 1 */
+	a.x[1] = dph_xf(2, DP_SEND, dph_tag(6, 0), s1, sizeof(s1)); /* then op 6 */
+	a.n = 2;
+	dph_job_start(&a);
+	/* waiting for op 5 step 0, never sent: op 5 step 1 is no proof, the call waits */
+	struct dp_xfer x = dph_xf(1, DP_RECV, dph_tag(5, 0), r1, sizeof(r1));
+
+	for (int64_t end = dph_now_ms() + 200; rc == 0 && dph_now_ms() < end;)
+		rc = dp_progress(d[1], &x, 1, 10, &bp);
+	cr_expect_eq(rc, 0, "a later step of the same op: %d", rc);
+	dp_release(d[1], &x, 1);
+	x = dph_xf(1, DP_RECV, dph_tag(5, 1), r2, sizeof(r2));
+	cr_assert_eq(dph_run(d[1], &x, 1, &bp), 0);
+	/* now waiting for op 5 step 2, never sent: the frame of op 6 proves it lost */
+	x = dph_xf(1, DP_RECV, dph_tag(5, 2), r1, sizeof(r1));
+	rc = 0;
+	for (int64_t end = dph_now_ms() + DPH_BOUND_MS; rc == 0 && dph_now_ms() < end;)
+		rc = dp_progress(d[1], &x, 1, 10, &bp);
+	cr_expect_eq(rc, -ENOMSG, "%d", rc);
+	cr_expect_eq(bp, 1);
+	cr_expect_eq(x.done, 0);
+	dp_release(d[1], &x, 1);
+	memset(r2, 0, sizeof(r2));
+	x = dph_xf(1, DP_RECV, dph_tag(6, 0), r2, sizeof(r2));
+	cr_expect_eq(dph_run(d[1], &x, 1, &bp), 0, "the link and the later frame stayed");
+	cr_expect(dph_check_fill(r2, sizeof(r2), 4));
+	dph_job_join(&a);
+	cr_expect_eq(a.rc, 0);
+	dp_destroy(d[0]);
+	dp_destroy(d[1]);
+}
+
 /* A receive abandoned half way (the caller moved on to a newer tag) has its rest drained. */
 Test(dp, abandoned_receive_drained)
 {

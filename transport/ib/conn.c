@@ -45,7 +45,8 @@ void ib_conn_fail(struct ib_conn *c, int err, const char *fmt, ...)
 		 * lost peer, INFO for a close). */
 		ftcc_info("ib: connection with %s ends: %s (%s)", c->peer_str, why, strerror(-err));
 	else if (err == -ECONNRESET || err == -ETIMEDOUT)
-		ftcc_warn("ib: peer %s lost: %s", c->peer_str, why);
+		ftcc_log(c->tctx.quiet_loss ? FTCC_LOG_INFO : FTCC_LOG_WARN, "ib: peer %s lost: %s",
+			 c->peer_str, why);
 	else
 		ftcc_warn("ib: connection with %s failed: %s (%s)", c->peer_str, why,
 			  strerror(-err));

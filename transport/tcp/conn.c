@@ -257,7 +257,8 @@ void tcp_conn_fail(struct tcp_conn *c, int err, const char *fmt, ...)
 	if (!c->closing && c->peer_closed)
 		ftcc_info("tcp: peer %s%s closed the connection", c->peer_str, rank);
 	else if (!c->closing)
-		ftcc_warn("tcp: peer %s%s lost: %s", c->peer_str, rank, why);
+		ftcc_log(c->quiet_loss ? FTCC_LOG_INFO : FTCC_LOG_WARN, "tcp: peer %s%s lost: %s",
+			 c->peer_str, rank, why);
 	c->state = CS_FAILED;
 	tcp_conn_close_sockets(c);
 	__atomic_store_n(&c->err, err, __ATOMIC_RELEASE);

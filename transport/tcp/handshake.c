@@ -156,6 +156,7 @@ static const char *route_ctrl_new(struct tcp_pending *p, const struct tcp_hello 
 	c->conn_id = h->conn_id;
 	c->comm_id = l->comm_id;
 	c->failure_ns = l->failure_ns;
+	c->quiet_loss = l->quiet_loss;
 	c->listen_id = l->id;
 	c->listen = l;
 	c->local_inc = l->incarnation;

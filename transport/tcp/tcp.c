@@ -68,6 +68,7 @@ static int tcp_listen(const struct ftcc_tctx *ctx, int dev, void *handle, struct
 	l->comm_id = ctx->comm_id;
 	l->incarnation = ctx->incarnation;
 	l->failure_ns = ctx->failure_ns;
+	l->quiet_loss = ctx->quiet_loss;
 	h = (struct tcp_handle){ .addr = tcp_eng.listen_addr[dev],
 				 .listen_id = l->id,
 				 .comm_id = l->comm_id,
@@ -182,6 +183,7 @@ static int tcp_connect(const struct ftcc_tctx *ctx, int dev, void *handle, struc
 	c->dial_id = tcp_engine_new_id();
 	c->comm_id = ctx->comm_id;
 	c->failure_ns = ctx->failure_ns;
+	c->quiet_loss = ctx->quiet_loss;
 	c->listen_id = h.listen_id;
 	c->local_inc = ctx->incarnation;
 	c->peer_inc = h.incarnation;

@@ -126,6 +126,7 @@ struct tcp_conn {
 	uint64_t conn_id, comm_id, listen_id;
 	uint64_t
 		failure_ns; /* ftcc_tctx's: silence fails it after this if longer than the engine's */
+	int quiet_loss;	    /* ftcc_tctx's: a loss is logged at INFO */
 	uint64_t local_inc, peer_inc;
 	uint32_t gen;
 	int nstreams;
@@ -171,6 +172,7 @@ struct tcp_listen {
 	int dev;
 	uint64_t comm_id, incarnation;
 	uint64_t failure_ns; /* ftcc_tctx's; 0 = the engine's */
+	int quiet_loss;	     /* ftcc_tctx's */
 	bool closing;
 	struct tcp_listen *next;
 };
