@@ -98,7 +98,9 @@ Test(chaos_proc, kill_sender)
 
 /* SIGSTOPs @victim mid-stream: the survivor must fail with ncclRemoteError between
  * timeout - one heartbeat and timeout + 1 s after the stop (the stopped process is SIGKILLed
- * by the teardown). */
+ * by the teardown), in test() of a pending request, or, when none was pending, in the next
+ * isend, where NCCL's proxy sees it then (over ib a send waits for the receiver's
+ * clear-to-send, so a sender whose sends all completed before the stop has none pending). */
 static void freeze_mid_stream(const char *name, enum chaos_role victim, uint64_t comm_id)
 {
 	const int timeout = 1000;
@@ -112,14 +114,24 @@ static void freeze_mid_stream(const char *name, enum chaos_role victim, uint64_t
 	s = &pair.sh->side[surv];
 	t_stop = chaos_now_ns();
 	cr_assert_eq(kill(pair.pid[victim], SIGSTOP), 0);
-	cr_assert_eq(chaos_wait_test_err(&pair, surv, timeout + 3000), 0, "no test() error: %s",
+	cr_assert_eq(chaos_wait_err(&pair, surv, timeout + 3000), 0, "no error: %s",
 		     chaos_side_str(&pair, surv));
-	ms = chaos_ms(t_stop, s->t_test_err_ns);
+	if (s->err_call == CHAOS_CALL_POST && !atomic_load(&s->test_err)) {
+		/* nothing pending: the failed isend is what NCCL sees */
+		cr_expect_eq(atomic_load(&s->err), ncclRemoteError, "%s",
+			     chaos_side_str(&pair, surv));
+		ms = chaos_ms(t_stop, s->t_err_ns);
+	} else {
+		cr_assert_eq(chaos_wait_test_err(&pair, surv, timeout + 3000), 0,
+			     "no test() error: %s", chaos_side_str(&pair, surv));
+		cr_expect_eq(atomic_load(&s->test_err), ncclRemoteError, "%s",
+			     chaos_side_str(&pair, surv));
+		ms = chaos_ms(t_stop, s->t_test_err_ns);
+	}
 	chaos_report("%s: detected in %.1f ms (timeout %d ms, test() of %s: result %d; first "
 		     "error from %s after %.1f ms)",
 		     name, ms, timeout, chaos_role_name(surv), atomic_load(&s->test_err),
 		     chaos_call_name(s->err_call), chaos_ms(t_stop, s->t_err_ns));
-	cr_expect_eq(atomic_load(&s->test_err), ncclRemoteError, "%s", chaos_side_str(&pair, surv));
 	cr_expect_geq(chaos_ms(t_stop, s->t_err_ns), (double)(timeout - HB_MS(timeout)),
 		      "first error (from %s) after %.1f ms only", chaos_call_name(s->err_call),
 		      chaos_ms(t_stop, s->t_err_ns));
