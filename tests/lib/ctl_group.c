@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "ctl_group.h"
+#include "ft_group.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -175,23 +176,10 @@ static int ctl_group_child(void *arg)
 	return 0;
 }
 
-/* A port nobody listens on at @ip now (the kernel's pick for port 0). 0 on failure. */
+/* A port nobody listens on at @ip now, outside the ephemeral range (ft_group_free_port()). */
 static uint16_t ctl_group_free_port(const char *ip)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	uint16_t port = 0;
-
-	if (fd < 0)
-		return 0;
-	if (inet_pton(AF_INET, ip, &sa.sin_addr) == 1 &&
-	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
-		port = ntohs(sa.sin_port);
-	}
-	close(fd);
-	return port;
+	return ft_group_free_port(ip);
 }
 
 int ctl_group_start(struct ctl_group *g, const char *test, int n, const struct ctl_group_opts *o)

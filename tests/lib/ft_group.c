@@ -470,22 +470,52 @@ static int ft_child_main(void *arg)
 
 /* ---- the parent ------------------------------------------------------------------------------ */
 
-uint16_t ft_group_free_port(const char *ip)
+/* Whether @port is free at @ip now (a bind succeeds). */
+static int ft_port_free(const char *ip, uint16_t port)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	uint16_t port = 0;
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
 
 	if (fd < 0)
 		return 0;
-	if (inet_pton(AF_INET, ip, &sa.sin_addr) == 1 &&
-	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
-		port = ntohs(sa.sin_port);
-	}
+	ok = inet_pton(AF_INET, ip, &sa.sin_addr) == 1 &&
+	     bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
 	close(fd);
-	return port;
+	return ok;
+}
+
+uint16_t ft_group_free_port(const char *ip)
+{
+	/* Below the kernel's ephemeral range: a port the kernel handed out for port 0 and took
+	 * back would be handed out again, to a member's own data-plane listener or to a
+	 * connection, between this pick and the member's bind (seen as EADDRINUSE). The ports
+	 * given out lately by this process are skipped: the members' ports are picked before any
+	 * of them binds. */
+	static uint16_t recent[64];
+	static unsigned nrecent;
+	unsigned lo = 32768, hi = 0;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	uint64_t x = (uint64_t)chaos_now_ns() ^ ((uint64_t)getpid() << 20);
+
+	if (f) {
+		if (fscanf(f, "%u %u", &lo, &hi) != 2)
+			lo = 32768;
+		fclose(f);
+	}
+	for (int tries = 0; lo > 12000 && tries < 256; tries++) {
+		uint16_t port;
+		unsigned k;
+
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		port = (uint16_t)(10000 + (x >> 33) % (lo - 11000));
+		for (k = 0; k < 64 && recent[k] != port; k++) {
+		}
+		if (k < 64 || !ft_port_free(ip, port))
+			continue;
+		recent[nrecent++ % 64] = port;
+		return port;
+	}
+	return 0;
 }
 
 /* The policy the members apply (FTCC_DEGRADED_DEFAULT resolved as the library does). */

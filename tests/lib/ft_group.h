@@ -328,7 +328,9 @@ size_t ft_group_log(const struct ft_group *g, int i, char *buf, size_t len);
  * zeroes @g. Returns how many processes asked to stop did not exit 0 in time; *@max_destroy_ms (may
  * be NULL) gets the longest ftcc_comm_destroy(). No-op on a group not started. */
 int ft_group_end(struct ft_group *g, int timeout_ms, double *max_destroy_ms);
-/* A port nobody listens on at @ip now (the kernel's pick for port 0). 0 on failure. */
+/* A port nobody listens on at @ip now, outside the kernel's ephemeral range (so that no
+ * listener on port 0 or connection takes it before its member binds it) and not given out
+ * lately by this process. 0 on failure. */
 uint16_t ft_group_free_port(const char *ip);
 
 #endif
