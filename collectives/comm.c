@@ -24,6 +24,7 @@
 #include "ftcc/reduce.h"
 #include "ftcc/settings.h"
 #include "ftcc/sys.h"
+#include "p2p.h"
 
 /* Ops started and not yet completed, at most. */
 /* How long abort waits for the executor to let go. */
@@ -59,6 +60,8 @@ FTCC_API const char *ftcc_strerror(int err)
 		return "members called the op with different shapes";
 	case FTCC_ERR_PEER_LOST:
 		return "the member the op depended on was lost";
+	case FTCC_ERR_CANCELED:
+		return "cancelled";
 	default:
 		return "unknown error";
 	}
@@ -85,6 +88,7 @@ static void on_change(void *arg)
 	struct ftcc_comm *c = arg;
 
 	atomic_fetch_add(&c->ctl_gen, 1);
+	p2p_kick(c->p2p);
 	pthread_mutex_lock(&c->mu);
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
@@ -241,6 +245,7 @@ static int policy_of(enum ftcc_degraded d, enum ftcc_degraded *out)
 
 static void comm_free(struct ftcc_comm *c)
 {
+	p2p_destroy(c->p2p);
 	dp_destroy(c->dp);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
@@ -254,7 +259,7 @@ static void comm_free(struct ftcc_comm *c)
 	free(c);
 }
 
-static int comm_init(struct ftcc_comm *c, const struct ftcc_config *cfg)
+static int comm_init(struct ftcc_comm *c, const struct ftcc_config *cfg, int p2p)
 {
 	struct dp_cfg dc = { 0 };
 	char host[DP_ADDR_MAX];
@@ -297,6 +302,9 @@ static int comm_init(struct ftcc_comm *c, const struct ftcc_config *cfg)
 	if (dp_create(&dc, &c->dp)) {
 		return FTCC_ERR_SYSTEM;
 	}
+	if (p2p && p2p_create(c, dc.group_id, dc.bind_host, &c->p2p)) {
+		return FTCC_ERR_SYSTEM;
+	}
 	return 0;
 }
 
@@ -335,7 +343,8 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 {
 	int lfd;
 	struct ctl_member_cfg mc = { 0 };
-	const char *addr;
+	char info[CTL_INFO_MAX];
+	size_t info_len;
 	struct ftcc_comm *c;
 	struct ctl_view v;
 	int64_t wait_ms;
@@ -375,7 +384,7 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 		return FTCC_ERR_INVALID;
 	}
 	lfd = pre_listen(cfg, ext);
-	rc = comm_init(c, cfg);
+	rc = comm_init(c, cfg, !(ext && ext->no_p2p));
 	if (rc) {
 		if (lfd >= 0) {
 			close(lfd);
@@ -383,7 +392,13 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 		comm_free(c);
 		return rc;
 	}
-	addr = dp_addr(c->dp);
+	/* The engine's data plane address, then the point-to-point one after its NUL. */
+	snprintf(info, sizeof(info), "%s", dp_addr(c->dp));
+	info_len = strlen(info);
+	if (c->p2p) {
+		snprintf(info + info_len + 1, sizeof(info) - info_len - 1, "%s", p2p_addr(c->p2p));
+		info_len += 1 + strlen(info + info_len + 1);
+	}
 	mc.group = cfg->group;
 	mc.id = cfg->rank;
 	mc.expected = cfg->size;
@@ -391,8 +406,8 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 	mc.addrs = cfg->addrs;
 	mc.join = cfg->join;
 	mc.catchup = cfg->catchup;
-	mc.info = addr;
-	mc.info_len = strlen(addr);
+	mc.info = info;
+	mc.info_len = info_len;
 	mc.timeout_ms = cfg->timeout_ms;
 	mc.connect_timeout_ms = cfg->connect_timeout_ms;
 	mc.incarnation = c->incarnation;
@@ -433,7 +448,8 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 		ftcc_fault("join", c->next_seq, 0);
 	}
 	ctl_member_progress(c->ctl, c->next_seq, c->exec_seq);
-	if (pthread_create(&c->thread, NULL, executor_main, c)) {
+	if ((c->p2p && p2p_start(c->p2p)) || pthread_create(&c->thread, NULL, executor_main, c)) {
+		p2p_stop(c->p2p);
 		ctl_member_destroy(c->ctl);
 		comm_free(c);
 		return FTCC_ERR_SYSTEM;
@@ -450,13 +466,19 @@ FTCC_API int ftcc_comm_create(const struct ftcc_config *cfg, ftcc_comm_t **out)
 
 /* Stops everything that could touch the peers: the data plane, the executor, the
  * membership (the others see a LEAVE). Bounded by about ENG_ABORT_WAIT_MS + 100 ms. */
-static void comm_stop(struct ftcc_comm *c)
+static void comm_stop(struct ftcc_comm *c, int graceful)
 {
 	struct timespec ts;
 	int64_t deadline = now_ms() + ENG_ABORT_WAIT_MS;
 	struct ctl_member *ctl;
 	int idle;
 
+	/* Point-to-point first: its thread looks at the membership. Leaving gracefully, the
+	 * acknowledgements of messages taken go out before the others hear this member left. */
+	if (graceful) {
+		p2p_flush(c->p2p);
+	}
+	p2p_stop(c->p2p);
 	atomic_store(&c->aborted, 1);
 	dp_abort(c->dp);
 	pthread_mutex_lock(&c->mu);
@@ -489,7 +511,7 @@ FTCC_API int ftcc_comm_abort(ftcc_comm_t *c)
 		return FTCC_ERR_INVALID;
 	}
 	if (!atomic_load(&c->aborted)) {
-		comm_stop(c);
+		comm_stop(c, 0);
 	}
 	return 0;
 }
@@ -502,7 +524,7 @@ FTCC_API int ftcc_comm_destroy(ftcc_comm_t *c)
 		return FTCC_ERR_INVALID;
 	}
 	if (!atomic_load(&c->aborted)) {
-		comm_stop(c);
+		comm_stop(c, 1);
 	}
 	/* An op still running after the abort bound left the group already (comm_stop); the
 	 * executor ends with it, then the membership goes. */
@@ -653,7 +675,7 @@ int eng_start(struct ftcc_comm *c, const struct eng_op *d, int wake, ftcc_reques
 	return 0;
 }
 
-static int collect(struct ftcc_request *r, struct ftcc_record *rec)
+int eng_collect(struct ftcc_request *r, struct ftcc_record *rec)
 {
 	struct ftcc_comm *c = r->comm;
 	int rc = r->result;
@@ -684,6 +706,9 @@ FTCC_API int ftcc_test(ftcc_request_t *r, int *done, struct ftcc_record *rec)
 	if (!r || !done) {
 		return FTCC_ERR_INVALID;
 	}
+	if (r->kind == ENG_SEND || r->kind == ENG_RECV) {
+		return p2p_test(r, done, rec);
+	}
 	c = r->comm;
 	pthread_mutex_lock(&c->mu);
 	if (!r->done && !c->executing) {
@@ -692,7 +717,7 @@ FTCC_API int ftcc_test(ftcc_request_t *r, int *done, struct ftcc_record *rec)
 	fin = r->done;
 	pthread_mutex_unlock(&c->mu);
 	*done = fin;
-	return fin ? collect(r, rec) : 0;
+	return fin ? eng_collect(r, rec) : 0;
 }
 
 FTCC_API int ftcc_wait(ftcc_request_t *r, struct ftcc_record *rec)
@@ -702,6 +727,9 @@ FTCC_API int ftcc_wait(ftcc_request_t *r, struct ftcc_record *rec)
 
 	if (!r) {
 		return FTCC_ERR_INVALID;
+	}
+	if (r->kind == ENG_SEND || r->kind == ENG_RECV) {
+		return p2p_wait(r, rec);
 	}
 	c = r->comm;
 	pthread_mutex_lock(&c->mu);
@@ -735,5 +763,5 @@ FTCC_API int ftcc_wait(ftcc_request_t *r, struct ftcc_record *rec)
 		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
 	}
 	pthread_mutex_unlock(&c->mu);
-	return collect(r, rec);
+	return eng_collect(r, rec);
 }

@@ -328,8 +328,8 @@ static int dp_map_xfers(struct dp *dp, struct dp_xfer *x, int n)
 	for (int i = 0; i < n; i++) {
 		struct dp_peer_ent *pe = dp_peer_find(dp, x[i].peer);
 
-		if (!pe || (x[i].dir != DP_SEND && x[i].dir != DP_RECV) ||
-		    (x[i].len > 0 && !x[i].buf))
+		if (!pe || (x[i].dir != DP_SEND && x[i].dir != DP_RECV && x[i].dir != DP_PEEK) ||
+		    (x[i].len > 0 && !x[i].buf && x[i].dir == DP_SEND))
 			return -EINVAL;
 		dp->xpeer[i] = (uint32_t)(pe - dp->peers);
 	}
@@ -565,6 +565,14 @@ static int dp_wait(struct dp *dp, struct dp_call *call, int64_t wait_ns)
 		ftcc_warn("dp: poll failed: %m");
 		return -errno;
 	}
+	if (rc > 0 && (dp->pfd[0].revents & POLLIN) &&
+	    !atomic_load_explicit(&dp->aborted, memory_order_acquire)) {
+		uint64_t v;
+
+		if (read(dp->wake, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			ftcc_warn(
+				"dp: eventfd read failed: %m"); /* a kick: the caller looks at kicked */
+	}
 	return rc > 0 || dp->xt ? dp_peek_others(dp, call, np) : 0;
 }
 
@@ -600,6 +608,8 @@ int dp_progress(struct dp *dp, struct dp_xfer *x, int n, int wait_ms, uint32_t *
 			return 0; /* nothing left open (a call without transfers drains the tails) */
 		if (atomic_load_explicit(&dp->aborted, memory_order_acquire))
 			return -ECANCELED;
+		if (atomic_exchange_explicit(&dp->kicked, 0, memory_order_acq_rel))
+			return 0;
 		int64_t now = dp_now_ns();
 
 		if (now >= deadline)
@@ -628,7 +638,7 @@ void dp_release(struct dp *dp, const struct dp_xfer *x, int n)
 
 		if (!c || c->state != DPC_READY)
 			continue;
-		if (x[i].dir == DP_RECV && c->rx_mode == DPR_BODY && c->rx_buf == x[i].buf &&
+		if (x[i].dir != DP_SEND && c->rx_mode == DPR_BODY && c->rx_buf == x[i].buf &&
 		    dp_tag_cmp(&c->rx_tag, &x[i].tag) == 0) {
 			c->rx_mode = DPR_DROP; /* the rest of its payload goes nowhere */
 			c->rx_x = NULL;
@@ -709,6 +719,17 @@ void dp_abort(struct dp *dp)
 	if (!dp)
 		return;
 	atomic_store_explicit(&dp->aborted, 1, memory_order_release);
+	if (write(dp->wake, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		ftcc_warn("dp: eventfd write failed: %m");
+}
+
+void dp_kick(struct dp *dp)
+{
+	uint64_t one = 1;
+
+	if (!dp)
+		return;
+	atomic_store_explicit(&dp->kicked, 1, memory_order_release);
 	if (write(dp->wake, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		ftcc_warn("dp: eventfd write failed: %m");
 }

@@ -119,8 +119,8 @@ static int conn_rebind(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, str
 		for (int i = 0; i < call->n && !c->rx_x; i++) {
 			struct dp_xfer *x = &call->x[i];
 
-			if (dp->xpeer[i] == pidx && x->dir == DP_RECV && !x->done &&
-			    x->buf == c->rx_buf && x->len == c->rx_len &&
+			if (dp->xpeer[i] == pidx && (x->dir == DP_RECV || x->dir == DP_PEEK) &&
+			    !x->done && x->buf == c->rx_buf && x->len == c->rx_len &&
 			    dp_tag_cmp(&x->tag, &c->rx_tag) == 0)
 				c->rx_x = x;
 		}
@@ -246,16 +246,18 @@ static int conn_tx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct 
 }
 
 /* Finds the receive of this call that frame @c->rx_tag goes to; or tells it is stale (lower
- * than every receive posted for @pidx): *@stale = 1. */
+ * than every receive posted for @pidx, and no peek of @pidx posted): *@stale = 1. */
 static struct dp_xfer *rx_match(struct dp *dp, struct dp_conn *c, uint32_t pidx,
 				struct dp_call *call, int *stale)
 {
 	const struct dp_tag *lowest = NULL;
+	int peeks = 0;
 
 	*stale = 0;
 	for (int i = 0; i < call->n; i++) {
 		struct dp_xfer *x = &call->x[i];
 
+		peeks |= dp->xpeer[i] == pidx && x->dir == DP_PEEK;
 		if (dp->xpeer[i] != pidx || x->dir != DP_RECV)
 			continue;
 		if (!x->done && dp_tag_cmp(&x->tag, &c->rx_tag) == 0)
@@ -263,7 +265,7 @@ static struct dp_xfer *rx_match(struct dp *dp, struct dp_conn *c, uint32_t pidx,
 		if (!lowest || dp_tag_cmp(&x->tag, lowest) < 0)
 			lowest = &x->tag;
 	}
-	*stale = lowest && dp_tag_cmp(&c->rx_tag, lowest) < 0;
+	*stale = !peeks && lowest && dp_tag_cmp(&c->rx_tag, lowest) < 0;
 	return NULL;
 }
 
@@ -304,6 +306,22 @@ static const struct dp_xfer *rx_shape_clash(const struct dp_conn *c, const struc
 	return NULL;
 }
 
+/* A peek of this call from peer @pidx, open or done (then *@done = 1), or NULL. Frames from a
+ * peer the call peeks at are never stale nor proof of a loss: their order is the caller's. */
+static struct dp_xfer *rx_peek(struct dp *dp, uint32_t pidx, struct dp_call *call, int *done)
+{
+	*done = 0;
+	for (int i = 0; i < call->n; i++) {
+		struct dp_xfer *x = &call->x[i];
+
+		if (dp->xpeer[i] == pidx && x->dir == DP_PEEK) {
+			*done = x->done;
+			return x;
+		}
+	}
+	return NULL;
+}
+
 /* Drops the frame whose header @c holds because its shape clashes with @x's; records it. */
 static int rx_mismatch(struct dp *dp, struct dp_peer_ent *pe, const struct dp_xfer *x,
 		       struct dp_call *call)
@@ -330,7 +348,7 @@ static int rx_mismatch(struct dp *dp, struct dp_peer_ent *pe, const struct dp_xf
 static int rx_dispatch(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_call *call)
 {
 	struct dp_conn *c = pe->conn;
-	int stale;
+	int stale, peeked;
 	struct dp_xfer *x = rx_match(dp, c, pidx, call, &stale);
 	const struct dp_xfer *clash = stale ? NULL : rx_shape_clash(c, call);
 
@@ -345,12 +363,41 @@ static int rx_dispatch(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, str
 				  x->tag.phase, x->tag.step);
 			return -EPROTO;
 		}
+		if (!x->buf && x->len > 0) {
+			c->rx_mode = DPR_DROP; /* the caller wants it gone */
+			x->done = 1;
+			call->completed++;
+			return 1;
+		}
 		c->rx_mode = DPR_BODY;
 		c->rx_x = x;
 		c->rx_buf = x->buf;
 		x->hdr_state = 1;
 		x->off = 0;
 		return 1;
+	}
+	x = rx_peek(dp, pidx, call, &peeked);
+	if (x && !peeked && x->buf && c->rx_len <= x->len) {
+		/* it fits the peek's buffer: the whole frame is the peek's */
+		x->tag = c->rx_tag;
+		x->len = (size_t)c->rx_len;
+		x->off = 0;
+		x->hdr_state = 1;
+		c->rx_mode = DPR_BODY;
+		c->rx_x = x;
+		c->rx_buf = x->buf;
+		return 1;
+	}
+	if (x) {
+		if (!peeked) {
+			x->tag = c->rx_tag;
+			x->len = (size_t)c->rx_len;
+			x->done = 1;
+			call->completed++;
+		}
+		c->rx_mode = DPR_WAIT; /* for a receive of a later call */
+		c->rx_blocked = 1;
+		return 0;
 	}
 	if (stale) {
 		ftcc_trace("dp: dropping a stale frame of %llu bytes from member %u",
@@ -360,7 +407,7 @@ static int rx_dispatch(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, str
 	}
 	c->rx_mode = DPR_WAIT;
 	c->rx_blocked = 1;
-	x = rx_passed(dp, c, pidx, call);
+	x = peeked ? NULL : rx_passed(dp, c, pidx, call);
 	if (x) {
 		ftcc_info(
 			"dp: member %u is past op %llu (its frame of op %llu, epoch %llu, came "

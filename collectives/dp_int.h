@@ -159,6 +159,7 @@ struct dp {
 	int lfd;	 /* listening socket */
 	int wake;	 /* eventfd written by dp_abort() */
 	atomic_int aborted;
+	atomic_int kicked; /* dp_kick() */
 	char addr[DP_ADDR_MAX];
 	struct sockaddr_storage self_sa; /* bind address, port 0 (source of our connects) */
 	socklen_t self_salen;

@@ -30,7 +30,11 @@ enum eng_kind {
 	ENG_ALLGATHER = 3,	/* uint8 SUM of size slots, each member's own filled */
 	ENG_REDUCE_SCATTER = 4, /* allreduce into an owned buffer, then the own slot copied */
 	ENG_BARRIER = 5,	/* an allreduce of no elements */
+	ENG_SEND = 6,		/* point-to-point (p2p.c): never queued, never shaped */
+	ENG_RECV = 7,
 };
+
+struct p2p;
 
 /* An op as a call describes it, for eng_start(): the allreduce the engine runs, and what the
  * shape says (@kind, @param: a broadcast's root; the caller's type and operator otherwise). */
@@ -65,9 +69,18 @@ struct ftcc_request {
 	uint32_t param;		 /* struct eng_op's */
 	void *tmp, *dst;	 /* struct eng_op's */
 	size_t dst_off, dst_len; /* struct eng_op's */
-	int done;		 /* under comm->mu */
+	int done;		 /* under comm->mu (point-to-point: under the p2p lock) */
 	int result;
 	struct ftcc_record rec;
+	/* point-to-point (ENG_SEND, ENG_RECV; p2p.c, under its lock): */
+	uint32_t peer;		    /* destination, or source (FTCC_ANY_SOURCE) */
+	uint64_t tag;		    /* FTCC_ANY_TAG: a receive of any */
+	void *pm;		    /* its message (struct p2p_out / p2p_in), or NULL */
+	struct ftcc_request *pnext; /* receives in post order; sends not yet taken */
+	int busy;		    /* its buffer is in the transfers of the running progress */
+	int cancel;		    /* ftcc_cancel() waits for the progress thread */
+	int cancel_rc;		    /* and its answer */
+	struct ftcc_p2p_status st;
 };
 
 /* What this member holds of op's current attempt. */
@@ -103,6 +116,7 @@ struct eng_done {
 struct ftcc_comm {
 	struct ctl_member *ctl;
 	struct dp *dp;
+	struct p2p *p2p; /* point-to-point messages, NULL when not started (p2p.h) */
 	char group[64];
 	uint32_t rank, size;
 	enum ftcc_degraded degraded;
@@ -160,6 +174,9 @@ int eng_start(struct ftcc_comm *c, const struct eng_op *d, int wake, ftcc_reques
 /* What the kind of op @r does once the engine ran it (colls.c): a broadcast without its root
  * fails, a reduce-scatter's slot is copied out. Executor only. */
 void eng_coll_finish(struct ftcc_comm *c, struct ftcc_request *r);
+
+/* Hands the result of ended request @r to its caller (and @rec), and frees it. */
+int eng_collect(struct ftcc_request *r, struct ftcc_record *rec);
 
 /* Runs op @r to its end (any number of attempts); fills r->result and r->rec. Executor only. */
 void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r);

@@ -116,7 +116,9 @@ enum ftcc_error {
 				 * ftcc_comm_last_error() names both shapes and members */
 	FTCC_ERR_PEER_LOST = -10, /* the member an op depended on (a broadcast's root) left or
 				   * died before its data reached the group: the op ended so on
-				   * every member, and the communicator goes on */
+				   * every member, and the communicator goes on; for a
+				   * point-to-point request: its peer left the group */
+	FTCC_ERR_CANCELED = -11,  /* the request was cancelled (ftcc_cancel()) */
 };
 
 /* What a result over fewer contributors than the group's size becomes. */
@@ -286,6 +288,55 @@ FTCC_API int ftcc_ireduce_scatter(ftcc_comm_t *comm, const void *sendbuf, void *
  * are not waited for; the record says who took part). */
 FTCC_API int ftcc_barrier(ftcc_comm_t *comm, struct ftcc_record *rec);
 FTCC_API int ftcc_ibarrier(ftcc_comm_t *comm, ftcc_request_t **req);
+
+/* Point-to-point messages between members, by member id, outside the op order: any member may
+ * send to any other at any time, and nothing else waits for them. A message carries a 64-bit
+ * @tag; a receive takes the first message, in the order each sender sent them, whose source and
+ * tag it names (FTCC_ANY_SOURCE: any member's; FTCC_ANY_TAG: any tag) and whose length is at
+ * most the receive's @bytes. Messages wait at the receiver for a receive (their data does not
+ * move before: a sender's buffer is read only once a receive took the message, so memory at the
+ * receiver does not grow with unexpected messages), and receives wait in the order they were
+ * posted. Faults between live members (a reset link, a cut that heals) are retried: a message
+ * is delivered exactly once. A request whose peer leaves the group (dies, is removed, restarts
+ * as a new incarnation) ends with FTCC_ERR_PEER_LOST; a receive from any source waits on for
+ * the others. The communicator stays usable. A wait on a peer that is alive but never sends or
+ * receives ends only by its own bound: use ftcc_wait_p2p()'s timeout and ftcc_cancel().
+ *
+ * ftcc_isend: sends @bytes of @buf to member @dest (self too). The buffer belongs to the
+ * request until it ends. It ends with 0 once the receiver holds the message. */
+#define FTCC_ANY_SOURCE UINT32_MAX
+#define FTCC_ANY_TAG UINT64_MAX
+FTCC_API int ftcc_isend(ftcc_comm_t *comm, const void *buf, size_t bytes, uint32_t dest,
+			uint64_t tag, ftcc_request_t **req);
+/* ftcc_irecv: receives one message from member @source (or FTCC_ANY_SOURCE) with @tag (or
+ * FTCC_ANY_TAG) into @buf, which belongs to the request until it ends. A message longer than
+ * @bytes is not taken: the receive ends with FTCC_ERR_INVALID and the message waits for
+ * another. */
+FTCC_API int ftcc_irecv(ftcc_comm_t *comm, void *buf, size_t bytes, uint32_t source, uint64_t tag,
+			ftcc_request_t **req);
+/* Cancels a point-to-point request. A receive: when this returns, its buffer is the caller's
+ * again and nothing more is written into it; the request ends with FTCC_ERR_CANCELED (or with
+ * its own result, when it ended before), and a message it had taken goes back to wait for
+ * another receive (its data, if already on the way, is dropped and sent again). A send:
+ * withdrawn unless its data began to move, then the request ends with FTCC_ERR_CANCELED and the
+ * receiver never sees the message; FTCC_ERR_BUSY when its data is already moving (the request
+ * then ends as a send does). The request must still be collected with ftcc_test() or a wait. 0,
+ * FTCC_ERR_BUSY, or FTCC_ERR_INVALID (not a point-to-point request). */
+FTCC_API int ftcc_cancel(ftcc_request_t *req);
+
+/* What a point-to-point request moved. */
+struct ftcc_p2p_status {
+	uint32_t source; /* a receive: the sender's id; a send: the destination */
+	uint32_t reserved;
+	uint64_t tag; /* the message's tag */
+	size_t bytes; /* its length */
+};
+
+/* Waits up to @timeout_ms (< 0: no bound) for a point-to-point request. When it ended: frees it,
+ * fills @st (may be NULL) and returns its result. FTCC_ERR_TIMEOUT when it has not ended by then
+ * (the request stays the caller's: wait again, or cancel it). ftcc_test() and ftcc_wait() take
+ * point-to-point requests too (their record names the peer). */
+FTCC_API int ftcc_wait_p2p(ftcc_request_t *req, int64_t timeout_ms, struct ftcc_p2p_status *st);
 
 /* Progress; *@done = 1 when finished: the request is then freed and the op's result returned
  * (as ftcc_allreduce). Otherwise 0 with *@done = 0. */

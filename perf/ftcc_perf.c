@@ -24,6 +24,12 @@ static const struct perf_mode perf_modes[] = {
 	  .doc = "rank 0 -> rank 1 through the plug-in's isend/irecv/test (-R: round trip)",
 	  .run = perf_p2p_run,
 	  .victim = -1 },
+	{ .name = "msg",
+	  .nranks = 2,
+	  .doc = "rank 0 -> rank 1 through the C API's point-to-point messages, ftcc_isend / "
+		 "ftcc_irecv, each waited for (-R: round trip); compare with sock",
+	  .run = perf_msg_run,
+	  .victim = -1 },
 	{ .name = "fault",
 	  .nranks = 2,
 	  .doc = "rank 0 streams -b byte messages to rank 1, which gets SIG<-K> at iteration "

@@ -550,9 +550,7 @@ struct ar_capi {
 	struct ftcc_op_opts opts; /* -q */
 };
 
-/* Each rank picks a free port on its own address; rank 0 gathers them, names the group and
- * sends everything round. */
-static int ar_addrs(struct perf_boot *b, char (*addrs)[80], char *group, size_t glen)
+int perf_capi_addrs(struct perf_boot *b, char (*addrs)[80], char *group, size_t glen)
 {
 	uint16_t ports[PERF_MAX_RANKS] = { 0 };
 	struct sockaddr_in sa = { .sin_family = AF_INET };
@@ -596,7 +594,7 @@ static int capi_open(void *t, struct perf_boot *b, void *sbuf, void *rbuf, size_
 	char addrs[PERF_MAX_RANKS][80], group[64] = "";
 	const char *ptrs[PERF_MAX_RANKS];
 	struct ftcc_config cfg;
-	int i, rc = ar_addrs(b, addrs, group, sizeof(group));
+	int i, rc = perf_capi_addrs(b, addrs, group, sizeof(group));
 
 	(void)sbuf; /* the C API takes any buffer at every call */
 	(void)rbuf;

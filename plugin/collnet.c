@@ -408,7 +408,7 @@ static int cn_connect(void *handles[], uint32_t n, uint32_t rank, struct cn_list
 {
 	struct boot_handle *hs = calloc(n, sizeof(*hs));
 	const char **addrs = calloc(n, sizeof(*addrs));
-	struct ftcc_create_ext ext = { .has_listen_fd = 1, .listen_fd = l->fd };
+	struct ftcc_create_ext ext = { .has_listen_fd = 1, .listen_fd = l->fd, .no_p2p = 1 };
 	struct ftcc_config cfg;
 	int64_t bound_ms = ftcc_setting_int(FTCC_SET_CONNECT_TIMEOUT_MS);
 	int64_t deadline = cn_now_ns() + bound_ms * 1000000;

@@ -295,8 +295,11 @@ step "SPDX license lines" bash scripts/check-spdx.sh
 step "install, pkg-config, find_package, .deb" bash scripts/check-install.sh build
 if [ "$(id -u)" -eq 0 ]; then
 	step "ftcc-perf between two hosts (network namespaces)" bash scripts/check-perf-hosts.sh build
+	step "SWARM-shaped example, a worker lost (network namespace)" \
+		bash scripts/check-swarm.sh build
 else
 	skip "ftcc-perf between two hosts" "needs root (network namespaces); NOT run"
+	skip "SWARM-shaped example" "needs root (a network namespace); NOT run"
 fi
 
 if [ "$QUICK" = 1 ]; then
@@ -315,6 +318,9 @@ step "build (address,undefined sanitizers)" configure_and_build build-asan \
 	-DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	-DFTCC_SANITIZE=address,undefined -DFTCC_FUZZ=OFF -DFTCC_WITH_IB=ON
 run_tests build-asan
+if [ "$(id -u)" -eq 0 ]; then
+	step "build-asan: SWARM-shaped example, a worker lost" bash scripts/check-swarm.sh build-asan
+fi
 
 # ---- (c) ----------------------------------------------------------------------------------
 mapfile -t fuzzers < <(for f in tests/fuzz/fuzz_*.c; do [ -f "$f" ] && basename "$f" .c; done)

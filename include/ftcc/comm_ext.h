@@ -15,6 +15,9 @@ struct ftcc_create_ext {
 	 * listen handle before the group is known. */
 	int has_listen_fd;
 	int listen_fd;
+	/* No point-to-point layer (ftcc_isend and the rest refuse): no thread, listener or
+	 * connections of its own. The CollNet plug-in has no use for it. */
+	int no_p2p;
 };
 
 /* ftcc_comm_create() with @ext (NULL: none). */

@@ -100,10 +100,20 @@ enum {
 	DP_PH_TEST = 99, /* unit tests */
 };
 
-enum dp_dir { DP_SEND = 1, DP_RECV = 2 };
+/* DP_PEEK: completes when the next frame from its peer that no receive of the call takes has
+ * its header read, with that frame's tag and payload length in @tag and @len. A frame whose
+ * payload fits the peek's @buf (@len bytes, set by the caller) is read into it, and the peek
+ * completes with @off = @len; otherwise @off = 0 and the frame waits for a receive with its tag
+ * in a later call (or is dropped by a receive with no buffer). A peek not complete when a call
+ * returns is posted again unchanged (it may hold part of a frame). While
+ * a call holds a peek of a peer (open or done), no frame of that peer is stale nor proof of a
+ * loss (-ENOMSG): the caller orders them. For a layer that matches frames itself (p2p.c). */
+enum dp_dir { DP_SEND = 1, DP_RECV = 2, DP_PEEK = 3 };
 
 /* One transfer. The caller fills peer, dir, tag, buf, len; dp owns the rest while it is posted.
- * A receive completes with a frame of exactly @len bytes (a different length is -EPROTO). */
+ * A receive completes with a frame of exactly @len bytes (a different length is -EPROTO); a
+ * receive with a NULL @buf completes as soon as its frame's header is read, and the payload is
+ * drained (dropped). */
 struct dp_xfer {
 	uint32_t peer;
 	enum dp_dir dir;
@@ -169,6 +179,10 @@ int dp_mismatch(const struct dp *dp, uint64_t *seq, uint32_t *peer, uint64_t *th
 
 /* Makes every current and later dp_progress() return -ECANCELED at once. Any thread. */
 void dp_abort(struct dp *dp);
+
+/* Makes the current dp_progress() (or the next one, if none runs) return 0 soon, as if its wait
+ * had passed: the caller has new transfers to post. Any thread. */
+void dp_kick(struct dp *dp);
 
 /* Closes every socket and frees. */
 void dp_destroy(struct dp *dp);
