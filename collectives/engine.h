@@ -80,6 +80,7 @@ struct ftcc_request {
 	int busy;		    /* its buffer is in the transfers of the running progress */
 	int cancel;		    /* ftcc_cancel() waits for the progress thread */
 	int cancel_rc;		    /* and its answer */
+	int cancelling;		    /* ftcc_cancel calls looking at it: not freed meanwhile */
 	struct ftcc_p2p_status st;
 };
 

@@ -67,6 +67,7 @@ void p2p_end(struct p2p *p, struct ftcc_request *r, int rc)
 		r->rec.contrib[r->st.source / 8] |= (uint8_t)(1u << (r->st.source % 8));
 	}
 	r->done = 1;
+	r->cancel = 0; /* a cancel waiting on the thread: the request ended first */
 	pthread_cond_broadcast(&p->cv);
 }
 
@@ -99,8 +100,9 @@ static void queue_ack(struct p2p *p, struct p2p_peer *pe, uint64_t id, uint32_t 
 
 	le_put32(pl, flags);
 	if (p2p_ctl_queue(pe, P2P_YOURS, P2P_ACK, id, pl, sizeof(pl), NULL, 0))
-		ftcc_warn("p2p: no memory for an ACK to member %u (sent again when it asks)",
-			  pe->id);
+		ftcc_warn(
+			"p2p: no memory for an ACK to member %u (answered again when it is announced again)",
+			pe->id);
 }
 
 static void queue_cts(struct p2p *p, struct p2p_in *m)
@@ -112,8 +114,9 @@ static void queue_cts(struct p2p *p, struct p2p_in *m)
 		return;
 	le_put32(pl, m->gen);
 	if (p2p_ctl_queue(pe, P2P_YOURS, P2P_CTS, m->id, pl, sizeof(pl), NULL, 0))
-		ftcc_warn("p2p: no memory for a CTS to member %u (sent again when it asks)",
-			  pe->id);
+		ftcc_warn(
+			"p2p: no memory for a CTS to member %u (answered again when it is announced again)",
+			pe->id);
 }
 
 static int takes(const struct ftcc_request *r, const struct p2p_in *m)
@@ -339,10 +342,10 @@ static void on_rts(struct p2p *p, struct p2p_peer *pe, uint64_t id, const uint8_
 	}
 	m = in_find(p, pe->id, id);
 	if (m) {
-		if (m->req) { /* taken, and the CTS or the data was lost: ask again */
-			m->gen++;
+		if (m->req) /* taken, and the CTS or the data may have been lost: ask again, for
+			     * the same gen (a sender that sent its data for it already does not
+			     * send it again; one that announced again after a broken link does) */
 			queue_cts(p, m);
-		}
 		return;
 	}
 	m = calloc(1, sizeof(*m));
@@ -475,6 +478,7 @@ void p2p_on_frame(struct p2p *p, struct p2p_peer *pe)
 	struct p2p_in *m = pe->rx_in;
 
 	pe->rx_frame = 0;
+	pe->rx.done = 0;
 	pe->rx_in = NULL;
 	if (m && m->req) /* else dropped */
 		deliver(p, pe, m, NULL);
@@ -493,9 +497,12 @@ void p2p_cancel_now(struct p2p *p, struct ftcc_request *r, int in_thread)
 			struct p2p_peer *pe = p2p_peer_find(p, m->from);
 
 			if (in_thread && pe && pe->rx_frame && pe->rx_in == m) {
-				dp_release(p->dp, &pe->rx,
-					   1); /* the rest of its frame is drained */
+				/* the rest of its frame is drained */
+				dp_release(p->dp, &pe->rx, 1);
 				pe->rx_frame = 0;
+				ftcc_trace("p2p: a receive from member %u cancelled while its data "
+					   "came (%zu of %zu bytes in)",
+					   pe->id, pe->rx.off, pe->rx.len);
 			}
 			p2p_unbind(p, m);
 		}
@@ -524,8 +531,11 @@ void p2p_cancel_now(struct p2p *p, struct ftcc_request *r, int in_thread)
 	}
 	struct p2p_out *o = r->pm;
 
-	if (o->data_posted && in_thread && o->dx.hdr_state == 0 && o->dx.off == 0 && !o->dx.done) {
-		dp_release(p->dp, &o->dx, 1); /* not begun: dropped */
+	if (o->data_posted && o->dx.hdr_state == 0 && o->dx.off == 0 && !o->dx.done) {
+		/* Not begun: dropped (outside the thread the send is in no running call, and dp
+		 * holds nothing of a send it never began). */
+		if (in_thread)
+			dp_release(p->dp, &o->dx, 1);
 		o->data_posted = 0;
 	}
 	if (o->data_ever || o->data_posted) {
@@ -652,20 +662,25 @@ FTCC_API int ftcc_cancel(ftcc_request_t *r)
 		return FTCC_ERR_INVALID;
 	p = r->comm->p2p;
 	pthread_mutex_lock(&p->mu);
+	r->cancelling++; /* a wait in another thread does not free it under us */
 	if (!r->busy || !p->running) {
 		p2p_cancel_now(p, r, 0);
 	} else {
-		/* Its buffer is in the transfers the thread progresses: the thread takes it out. */
+		/* Its buffer is in the transfers the thread progresses: the thread takes it out
+		 * (or the request ends first, which clears the flag too). */
 		r->cancel = 1;
 		pthread_mutex_unlock(&p->mu);
 		p2p_kick(p);
 		pthread_mutex_lock(&p->mu);
-		while (r->cancel && p->running)
+		while (r->cancel && !r->done && p->running)
 			pthread_cond_wait(&p->cv, &p->mu);
-		if (r->cancel)
+		if (r->cancel && !r->done)
 			p2p_cancel_now(p, r, 0);
+		r->cancel = 0;
 	}
 	rc = r->cancel_rc;
+	r->cancelling--;
+	pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 	return rc;
 }
@@ -674,11 +689,11 @@ FTCC_API int ftcc_cancel(ftcc_request_t *r)
 static int wait_end(struct p2p *p, struct ftcc_request *r, int64_t deadline_ns)
 {
 	pthread_mutex_lock(&p->mu);
-	while (!r->done) {
+	while (!r->done || r->cancelling) { /* ended, and no cancel still looks at it */
 		struct timespec ts;
 		int64_t now = p2p_now_ns(), until = now + 100000000;
 
-		if (deadline_ns >= 0 && now >= deadline_ns)
+		if (deadline_ns >= 0 && now >= deadline_ns && !r->done)
 			break;
 		if (deadline_ns >= 0 && deadline_ns < until)
 			until = deadline_ns;
@@ -695,7 +710,7 @@ int p2p_test(struct ftcc_request *r, int *done, struct ftcc_record *rec)
 	struct p2p *p = r->comm->p2p;
 
 	pthread_mutex_lock(&p->mu);
-	*done = r->done;
+	*done = r->done && !r->cancelling;
 	pthread_mutex_unlock(&p->mu);
 	return *done ? eng_collect(r, rec) : 0;
 }

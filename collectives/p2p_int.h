@@ -43,6 +43,7 @@ enum { P2P_MINE = 0, P2P_YOURS = 1 };
 #define P2P_WAIT_MS 100		 /* longest wait of the progress thread between looks */
 #define P2P_HOLD_MS 100		 /* a peer the data plane cannot reach sits out this long */
 #define P2P_FLUSH_MS 200	 /* a member leaving on purpose waits this long for its frames */
+#define P2P_REANNOUNCE_NS (5ll * 1000000000) /* a message unanswered this long goes again */
 #define P2P_GROUP_SALT 0x7032707032707032ull /* its HELLOs are not the engine's */
 
 /* A message this member sends to another, kept until the receiver's ACK or the peer's loss. */
@@ -52,7 +53,8 @@ struct p2p_out {
 	const void *buf;
 	size_t len;
 	struct ftcc_request *req; /* NULL once the request ended (withdrawn) */
-	int announce;		  /* its RTS (its WD once withdrawn) is due */
+	int announce;		  /* its RTS (its WD once withdrawn) is due: 1, or 2 without data */
+	int64_t ann_ns;		  /* when it was last announced */
 	int withdrawn;
 	int data_ever;	   /* data of it went out (a DATA frame done or begun) */
 	int data_posted;   /* @dx is in the transfers */
@@ -120,7 +122,7 @@ struct p2p {
 	int synced;
 	uint64_t epoch;
 	struct p2p_peer **peers; /* sorted by id */
-	uint32_t npeers, peers_cap;
+	uint32_t npeers;
 	struct ftcc_request *recvs;		  /* receives not ended, post order (pnext) */
 	struct ftcc_request *sends, **sends_tail; /* sends not yet given to their peer */
 	struct p2p_in *in, **in_tail;

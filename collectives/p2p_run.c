@@ -210,6 +210,13 @@ static void addr_of(const struct ctl_member_rec *m, char *buf)
 	buf[len] = '\0';
 }
 
+static int peer_cmp(const void *a, const void *b)
+{
+	uint32_t x = (*(struct p2p_peer *const *)a)->id, y = (*(struct p2p_peer *const *)b)->id;
+
+	return (x > y) - (x < y);
+}
+
 static struct p2p_peer *peer_new(const struct ctl_member_rec *m)
 {
 	struct p2p_peer *pe = calloc(1, sizeof(*pe));
@@ -265,38 +272,52 @@ static void sync_members(struct p2p *p)
 			p2p_peer_drop(p, pe, FTCC_ERR_PEER_LOST);
 		}
 	}
-	for (uint32_t k = 0; k < v.e->nmembers; k++) {
-		const struct ctl_member_rec *m = &v.e->members[k];
-		struct p2p_peer *pe = m->id == p->c->rank ? NULL : p2p_peer_find(p, m->id);
+	/* The members the data plane knows already first, then each new one, added to it one at
+	 * a time: a member whose address it refuses is left without one (its requests fail with
+	 * FTCC_ERR_INVALID), and the links to the others stay. */
+	uint32_t k = 0, all = 1;
 
-		if (m->id == p->c->rank)
-			continue;
-		if (!pe)
-			pe = peer_new(m);
-		if (!pe)
-			continue; /* out of memory: added at the next look */
-		np[n] = pe;
-		dpp[n] = (struct dp_peer){ .id = pe->id, .incarnation = pe->inc };
-		memcpy(dpp[n].addr, pe->addr, sizeof(pe->addr));
-		n++;
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t i = 0; i < v.e->nmembers; i++) {
+			const struct ctl_member_rec *m = &v.e->members[i];
+			struct p2p_peer *pe = m->id == p->c->rank ? NULL : p2p_peer_find(p, m->id);
+
+			if (m->id == p->c->rank || !!pe != !pass)
+				continue;
+			if (!pe)
+				pe = peer_new(m);
+			if (!pe) {
+				all = 0; /* out of memory: added at the next look */
+				continue;
+			}
+			if (pe->addr[0]) {
+				dpp[k] = (struct dp_peer){ .id = pe->id, .incarnation = pe->inc };
+				memcpy(dpp[k].addr, pe->addr, sizeof(pe->addr));
+				if (pass && dp_set_peers(p->dp, dpp, k + 1)) {
+					ftcc_warn(
+						"p2p: member %u published an address the data plane "
+						"cannot use (\"%s\"); no messages with it",
+						pe->id, pe->addr);
+					pe->addr[0] = '\0';
+				} else {
+					k++;
+				}
+			}
+			np[n++] = pe;
+		}
+		if (!pass && dp_set_peers(p->dp, dpp, k)) {
+			all = 0; /* no memory: the table stays as it was, tried again */
+			break;
+		}
 	}
+	qsort(np, n, sizeof(*np), peer_cmp); /* every old one is in the view: all taken */
 	free(p->peers);
 	p->peers = np;
 	p->npeers = n;
-	p->peers_cap = v.e->nmembers;
 	p->epoch = v.e->epoch;
-	/* A member without an address (p2p off there) cannot be connected: not given to dp. */
-	{
-		uint32_t k = 0;
-
-		for (uint32_t i = 0; i < n; i++)
-			if (dpp[i].addr[0])
-				dpp[k++] = dpp[i];
-		if (dp_set_peers(p->dp, dpp, k) == 0 &&
-		    n == v.e->nmembers - (v.e->self_index >= 0)) {
-			p->synced = 1;
-			p->gen = gen;
-		}
+	if (all) {
+		p->synced = 1;
+		p->gen = gen;
 	}
 	free(dpp);
 	ctl_epoch_put(v.e);
@@ -391,14 +412,21 @@ static int xadd(struct p2p *p, int *n, struct dp_xfer *src, struct ftcc_request 
 /* What is due to @pe: RTS and WD frames, data its CTS asked for. 0 or -ENOMEM. */
 static int announce(struct p2p_peer *pe)
 {
+	int64_t now = p2p_now_ns();
 	uint64_t low = pe->out ? pe->out->id : pe->next_id;
 
 	for (struct p2p_out *o = pe->out; o; o = o->next) {
 		uint8_t pl[24];
 
+		if (!o->announce && !o->data_posted && now - o->ann_ns > P2P_REANNOUNCE_NS)
+			o->announce = 2; /* quiet too long: a frame of it may have been dropped for
+					  * want of memory at either end; the receiver answers again */
 		if (o->announce) {
-			/* a short message's data goes with its RTS (then it cannot be withdrawn) */
-			size_t inl = o->len <= P2P_EAGER && !o->withdrawn ? o->len : 0;
+			/* a short message's data goes with its first RTS (it cannot be withdrawn
+			 * then), and with those after a broken link */
+			size_t inl = o->len <= P2P_EAGER && !o->withdrawn && o->announce == 1 ?
+					     o->len :
+					     0;
 
 			le_put64(pl, o->tag);
 			le_put64(pl + 8, o->len);
@@ -409,6 +437,7 @@ static int announce(struct p2p_peer *pe)
 						  inl))
 				return -ENOMEM;
 			o->announce = 0;
+			o->ann_ns = now;
 			o->data_ever |= inl > 0;
 		}
 		if (!o->withdrawn && !o->data_posted && o->want_gen > o->sent_gen) {
@@ -466,6 +495,29 @@ static int build(struct p2p *p)
 			return -ENOMEM;
 	}
 	return n;
+}
+
+static void unbusy(struct p2p *p)
+{
+	for (int k = 0; k < p->nbusy; k++)
+		p->xbusy[k]->busy = 0;
+	p->nbusy = 0;
+}
+
+/* One progress call of the @n transfers built, without the lock (the user's calls go on; none
+ * of them frees or rewrites what the transfers point to, and a busy request's cancel waits for
+ * this thread): dp_progress's result, the transfers written back. Under mu. */
+static int progress_call(struct p2p *p, int n, int wait_ms, uint32_t *bad)
+{
+	int rc;
+
+	pthread_mutex_unlock(&p->mu);
+	rc = dp_progress(p->dp, p->x, n, wait_ms, bad);
+	pthread_mutex_lock(&p->mu);
+	for (int i = 0; i < n; i++)
+		*p->xsrc[i] = p->x[i];
+	unbusy(p);
+	return rc;
 }
 
 /* @pe's transfers in the call are given up: dp forgets them. */
@@ -530,8 +582,9 @@ static void completions(struct p2p *p)
 		if (pe->rx_frame && pe->rx.done)
 			p2p_on_frame(p, pe);
 		if (pe->pk.done) {
-			p2p_on_peek(p, pe);
+			pe->pk.done = 0;
 			pe->pk.dir = 0; /* a fresh one next time */
+			p2p_on_peek(p, pe);
 		}
 	}
 }
@@ -563,14 +616,12 @@ static void drain_peer(struct p2p *p, struct p2p_peer *pe)
 			break;
 		n = 0;
 		p->nbusy = 0;
-		if (build_peer(p, pe, &n))
+		if (build_peer(p, pe, &n)) {
+			unbusy(p);
+			n = 0;
 			break;
-		rc = dp_progress(p->dp, p->x, n, round ? 10 : 0, &bad);
-		for (int i = 0; i < n; i++)
-			*p->xsrc[i] = p->x[i];
-		for (int k = 0; k < p->nbusy; k++)
-			p->xbusy[k]->busy = 0;
-		p->nbusy = 0;
+		}
+		rc = progress_call(p, n, round ? 10 : 0, &bad);
 		if (rc < 0)
 			break;
 		completions(p);
@@ -583,15 +634,23 @@ static void drain_peer(struct p2p *p, struct p2p_peer *pe)
  * transfers). */
 static void cancels(struct p2p *p)
 {
-	for (struct ftcc_request *r = p->recvs, *next; r; r = next) {
-		next = r->pnext;
-		if (r->cancel)
+	struct ftcc_request *r;
+
+again: /* a cancel may end or move other requests: look from the start after each */
+	for (r = p->recvs; r; r = r->pnext) {
+		if (r->cancel) {
 			p2p_cancel_now(p, r, 1);
+			goto again;
+		}
 	}
-	for (uint32_t i = 0; i < p->npeers; i++)
-		for (struct p2p_out *o = p->peers[i]->out; o; o = o->next)
-			if (o->req && o->req->cancel)
+	for (uint32_t i = 0; i < p->npeers; i++) {
+		for (struct p2p_out *o = p->peers[i]->out; o; o = o->next) {
+			if (o->req && o->req->cancel) {
 				p2p_cancel_now(p, o->req, 1);
+				goto again;
+			}
+		}
+	}
 	pthread_cond_broadcast(&p->cv);
 }
 
@@ -622,19 +681,11 @@ void *p2p_main(void *arg)
 		cancels(p);
 		n = build(p);
 		if (n <= 0) {
-			for (int k = 0; k < p->nbusy; k++)
-				p->xbusy[k]->busy = 0;
+			unbusy(p);
 			nap(p, n < 0 ? 10 : 20); /* out of memory, or nothing to move */
 			continue;
 		}
-		pthread_mutex_unlock(&p->mu);
-		rc = dp_progress(p->dp, p->x, n, P2P_WAIT_MS, &bad);
-		pthread_mutex_lock(&p->mu);
-		for (int i = 0; i < n; i++)
-			*p->xsrc[i] = p->x[i];
-		for (int k = 0; k < p->nbusy; k++)
-			p->xbusy[k]->busy = 0;
-		p->nbusy = 0;
+		rc = progress_call(p, n, P2P_WAIT_MS, &bad);
 		if (rc == -ECANCELED)
 			break;
 		completions(p);
@@ -651,9 +702,16 @@ void *p2p_main(void *arg)
 					  "(the membership decides whether it is gone)",
 					  pe->id);
 			pe->held_logged = 1;
+		} else if (rc == -EINVAL) {
+			/* a transfer naming a member the data plane does not know: the tables
+			 * went apart (a failed update); they are made again */
+			ftcc_warn("p2p: the data plane does not know a member the view names; "
+				  "following the view again");
+			p->synced = 0;
+			nap(p, 10);
 		} else {
-			/* a local failure (buffers, registration, a bad transfer): no request
-			 * can move any more */
+			/* a local failure (buffers, registration): no request can move any
+			 * more */
 			ftcc_warn("p2p: member %u: the point-to-point data plane failed (%s); "
 				  "every point-to-point request ends",
 				  p->c->rank, strerror(-rc));

@@ -548,6 +548,64 @@ Test(ft_mproc_p2p, cancel_before_and_during_data)
 	cr_expect_eq(S->m[1].nrx, 2);
 }
 
+/* ---- cancels racing the data's arrival --------------------------------------------------------- */
+
+#define NRACE 120
+#define RACE_BYTES (4u << 20)
+
+static void sc_race(struct shared *S_, int me, ftcc_comm_t *c)
+{
+	static uint8_t b[RACE_BYTES];
+	ftcc_request_t *r;
+	int rc, cancelled = 0;
+
+	(void)S_;
+	for (int i = 0; i < NRACE; i++) {
+		if (me == 0) {
+			fill(b, RACE_BYTES, 0, (uint64_t)i);
+			rc = ftcc_isend(c, b, RACE_BYTES, 1, (uint64_t)i, &r);
+			FAIL_IF(rc, "isend: %s", ftcc_strerror(rc));
+			rc = ftcc_wait_p2p(r, 30000, NULL);
+			note(S->m[me].tx, &S->m[me].ntx, 1, (uint64_t)i, b, RACE_BYTES, rc);
+			FAIL_IF(rc, "send %d: %s", i, ftcc_strerror(rc));
+			continue;
+		}
+		struct ftcc_p2p_status st;
+		int crc;
+
+		memset(b, 0, RACE_BYTES);
+		rc = ftcc_irecv(c, b, RACE_BYTES, 0, (uint64_t)i, &r);
+		FAIL_IF(rc, "irecv: %s", ftcc_strerror(rc));
+		/* at some point of the data's arrival: before, during (the progress thread writes
+		 * the buffer, the cancel waits for it), or after (the request ended first) */
+		usleep((useconds_t)((i * 97) % 3000));
+		crc = ftcc_cancel(r);
+		rc = ftcc_wait_p2p(r, 30000, &st);
+		FAIL_IF(crc, "cancel %d: %s", i, ftcc_strerror(crc));
+		FAIL_IF(rc && rc != FTCC_ERR_CANCELED, "receive %d: %s", i, ftcc_strerror(rc));
+		if (rc == FTCC_ERR_CANCELED) { /* the message waits for the next receive */
+			cancelled++;
+			memset(b, 0, RACE_BYTES);
+			rc = ftcc_irecv(c, b, RACE_BYTES, 0, (uint64_t)i, &r);
+			FAIL_IF(rc, "irecv: %s", ftcc_strerror(rc));
+			rc = ftcc_wait_p2p(r, 30000, &st);
+		}
+		note(S->m[me].rx, &S->m[me].nrx, st.source, st.tag, b, st.bytes, rc);
+		FAIL_IF(rc || check(b, RACE_BYTES, 0, (uint64_t)i) >= 0, "message %d: %s", i,
+			ftcc_strerror(rc));
+	}
+	if (me == 1)
+		chaos_report("p2p: %d of %d receives cancelled, their message taken by the next",
+			     cancelled, NRACE);
+}
+
+Test(ft_mproc_p2p, cancels_racing_the_data)
+{
+	run("race", 2, sc_race, 80000, 0);
+	check_exactly_once(2, 3);
+	cr_expect_eq(S->m[1].nrx, NRACE);
+}
+
 /* ---- link resets between live members --------------------------------------------------------- */
 
 #define NSTREAM 300
