@@ -706,7 +706,7 @@ FTCC_API int ftcc_test(ftcc_request_t *r, int *done, struct ftcc_record *rec)
 	if (!r || !done) {
 		return FTCC_ERR_INVALID;
 	}
-	if (r->kind == ENG_SEND || r->kind == ENG_RECV) {
+	if (r->kind == ENG_SEND || r->kind == ENG_RECV || r->kind == ENG_FETCH) {
 		return p2p_test(r, done, rec);
 	}
 	c = r->comm;
@@ -728,7 +728,7 @@ FTCC_API int ftcc_wait(ftcc_request_t *r, struct ftcc_record *rec)
 	if (!r) {
 		return FTCC_ERR_INVALID;
 	}
-	if (r->kind == ENG_SEND || r->kind == ENG_RECV) {
+	if (r->kind == ENG_SEND || r->kind == ENG_RECV || r->kind == ENG_FETCH) {
 		return p2p_wait(r, rec);
 	}
 	c = r->comm;

@@ -32,6 +32,7 @@ enum eng_kind {
 	ENG_BARRIER = 5,	/* an allreduce of no elements */
 	ENG_SEND = 6,		/* point-to-point (p2p.c): never queued, never shaped */
 	ENG_RECV = 7,
+	ENG_FETCH = 8, /* a state fetch (p2p_state.c) */
 };
 
 struct p2p;
@@ -81,6 +82,7 @@ struct ftcc_request {
 	int cancel;		    /* ftcc_cancel() waits for the progress thread */
 	int cancel_rc;		    /* and its answer */
 	int cancelling;		    /* ftcc_cancel calls looking at it: not freed meanwhile */
+	int internal;		    /* the library's own (p2p_state.c): on no live list */
 	struct ftcc_p2p_status st;
 };
 

@@ -122,7 +122,7 @@ static void queue_cts(struct p2p *p, struct p2p_in *m)
 static int takes(const struct ftcc_request *r, const struct p2p_in *m)
 {
 	return !r->pm && (r->peer == FTCC_ANY_SOURCE || r->peer == m->from) &&
-	       (r->tag == FTCC_ANY_TAG || r->tag == m->tag);
+	       (r->tag == FTCC_ANY_TAG ? m->tag <= FTCC_TAG_MAX : r->tag == m->tag);
 }
 
 void p2p_in_free(struct p2p *p, struct p2p_in *m)
@@ -327,6 +327,31 @@ static void out_remove(struct p2p *p, struct p2p_peer *pe, struct p2p_out *o)
 	free(o);
 }
 
+/* Message @m from @pe will never be taken: its sender's send ends (FTCC_ERR_CANCELED). */
+static void refuse_msg(struct p2p *p, struct p2p_peer *pe, struct p2p_in *m)
+{
+	done_add(pe, m->id, P2P_ACK_REFUSED);
+	queue_ack(p, pe, m->id, P2P_ACK_REFUSED);
+	p2p_in_free(p, m);
+}
+
+void p2p_refuse(struct p2p *p, uint32_t from, uint64_t tag)
+{
+	struct p2p_peer *pe = p2p_peer_find(p, from);
+
+	if (!pe)
+		return; /* gone: it sends nothing more */
+	for (struct p2p_in *m = p->in; m; m = m->next) {
+		if (m->from == from && m->tag == tag && !m->self && !m->req) {
+			refuse_msg(p, pe, m);
+			return;
+		}
+	}
+	if (p->nrefuse == P2P_REFUSE_MAX) /* the oldest: its sender most likely left */
+		memmove(p->refuse, p->refuse + 1, --p->nrefuse * sizeof(p->refuse[0]));
+	p->refuse[p->nrefuse++] = (struct p2p_refuse){ .from = from, .tag = tag };
+}
+
 static void on_rts(struct p2p *p, struct p2p_peer *pe, uint64_t id, const uint8_t *pl, size_t len)
 {
 	const struct p2p_done *d;
@@ -363,6 +388,13 @@ static void on_rts(struct p2p *p, struct p2p_peer *pe, uint64_t id, const uint8_
 		data = pl + P2P_CTL_MAX; /* the data came with it */
 	*p->in_tail = m;
 	p->in_tail = &m->next;
+	for (uint32_t i = 0; i < p->nrefuse; i++) {
+		if (p->refuse[i].from == m->from && p->refuse[i].tag == m->tag) {
+			p->refuse[i] = p->refuse[--p->nrefuse];
+			refuse_msg(p, pe, m);
+			return;
+		}
+	}
 	r = taker(p, m);
 	if (r) {
 		bind(p, r, m, data);
@@ -408,7 +440,7 @@ static void on_ack(struct p2p *p, struct p2p_peer *pe, uint64_t id, uint32_t fla
 		o->req->st = (struct ftcc_p2p_status){ .source = pe->id,
 						       .tag = o->tag,
 						       .bytes = o->len };
-		p2p_end(p, o->req, flags & P2P_ACK_WD ? FTCC_ERR_CANCELED : 0);
+		p2p_end(p, o->req, flags & (P2P_ACK_WD | P2P_ACK_REFUSED) ? FTCC_ERR_CANCELED : 0);
 	}
 	out_remove(p, pe, o);
 }
@@ -490,6 +522,13 @@ void p2p_cancel_now(struct p2p *p, struct ftcc_request *r, int in_thread)
 	r->cancel_rc = 0;
 	if (r->done)
 		return;
+	if (r->kind == ENG_FETCH) {
+		if (in_thread)
+			p2p_state_cancel(p, r);
+		else /* no thread: its parts ended with it (p2p_stop) */
+			p2p_end(p, r, FTCC_ERR_CANCELED);
+		return;
+	}
 	if (r->kind == ENG_RECV) {
 		struct p2p_in *m = r->pm;
 
@@ -546,188 +585,4 @@ void p2p_cancel_now(struct p2p *p, struct ftcc_request *r, int in_thread)
 	o->announce = 1;
 	o->req = NULL;
 	p2p_end(p, r, FTCC_ERR_CANCELED);
-}
-
-static struct ftcc_request *req_new(struct ftcc_comm *c, enum eng_kind kind)
-{
-	struct ftcc_request *r = calloc(1, sizeof(*r));
-
-	if (!r)
-		return NULL;
-	r->comm = c;
-	r->kind = kind;
-	pthread_mutex_lock(&c->mu);
-	r->lnext = c->live;
-	if (c->live)
-		c->live->lprev = r;
-	c->live = r;
-	pthread_mutex_unlock(&c->mu);
-	return r;
-}
-
-static int p2p_usable(struct ftcc_comm *c, uint32_t id, int any)
-{
-	if (!c || !c->p2p) {
-		ftcc_warn("ftcc: point-to-point calls on a communicator without them");
-		return 0;
-	}
-	if (id >= c->size && !(any && id == FTCC_ANY_SOURCE)) {
-		ftcc_warn("ftcc: member %u is not an id of this group (size %u)", id, c->size);
-		return 0;
-	}
-	return 1;
-}
-
-FTCC_API int ftcc_isend(ftcc_comm_t *c, const void *buf, size_t bytes, uint32_t dest, uint64_t tag,
-			ftcc_request_t **req)
-{
-	struct ftcc_request *r;
-	struct p2p *p;
-
-	if (!req || (bytes && !buf) || tag == FTCC_ANY_TAG || !p2p_usable(c, dest, 0))
-		return FTCC_ERR_INVALID;
-	r = req_new(c, ENG_SEND);
-	if (!r)
-		return FTCC_ERR_NOMEM;
-	r->sendbuf = buf;
-	r->count = bytes;
-	r->peer = dest;
-	r->tag = tag;
-	r->st = (struct ftcc_p2p_status){ .source = dest, .tag = tag, .bytes = bytes };
-	p = c->p2p;
-	pthread_mutex_lock(&p->mu);
-	if (p->failed) {
-		p2p_end(p, r, p->failed);
-	} else if (dest == c->rank) {
-		struct p2p_in *m = calloc(1, sizeof(*m));
-
-		if (!m) {
-			p2p_end(p, r, FTCC_ERR_NOMEM);
-		} else {
-			*m = (struct p2p_in){ .from = dest, .tag = tag, .len = bytes, .self = r };
-			*p->in_tail = m;
-			p->in_tail = &m->next;
-			p2p_match_in(p, m);
-		}
-	} else {
-		r->pnext = NULL;
-		*p->sends_tail = r;
-		p->sends_tail = &r->pnext;
-	}
-	pthread_mutex_unlock(&p->mu);
-	p2p_kick(p);
-	*req = r;
-	return 0;
-}
-
-FTCC_API int ftcc_irecv(ftcc_comm_t *c, void *buf, size_t bytes, uint32_t source, uint64_t tag,
-			ftcc_request_t **req)
-{
-	struct ftcc_request *r, **pp;
-	struct p2p *p;
-
-	if (!req || (bytes && !buf) || !p2p_usable(c, source, 1))
-		return FTCC_ERR_INVALID;
-	r = req_new(c, ENG_RECV);
-	if (!r)
-		return FTCC_ERR_NOMEM;
-	r->recvbuf = buf;
-	r->count = bytes;
-	r->peer = source;
-	r->tag = tag;
-	p = c->p2p;
-	pthread_mutex_lock(&p->mu);
-	if (p->failed) {
-		p2p_end(p, r, p->failed);
-	} else {
-		for (pp = &p->recvs; *pp; pp = &(*pp)->pnext) {
-		}
-		*pp = r;
-		if (source != FTCC_ANY_SOURCE && source != c->rank)
-			p->check_recvs = 1;
-		p2p_match_recv(p, r);
-	}
-	pthread_mutex_unlock(&p->mu);
-	p2p_kick(p);
-	*req = r;
-	return 0;
-}
-
-FTCC_API int ftcc_cancel(ftcc_request_t *r)
-{
-	struct p2p *p;
-	int rc;
-
-	if (!r || (r->kind != ENG_SEND && r->kind != ENG_RECV))
-		return FTCC_ERR_INVALID;
-	p = r->comm->p2p;
-	pthread_mutex_lock(&p->mu);
-	r->cancelling++; /* a wait in another thread does not free it under us */
-	if (!r->busy || !p->running) {
-		p2p_cancel_now(p, r, 0);
-	} else {
-		/* Its buffer is in the transfers the thread progresses: the thread takes it out
-		 * (or the request ends first, which clears the flag too). */
-		r->cancel = 1;
-		pthread_mutex_unlock(&p->mu);
-		p2p_kick(p);
-		pthread_mutex_lock(&p->mu);
-		while (r->cancel && !r->done && p->running)
-			pthread_cond_wait(&p->cv, &p->mu);
-		if (r->cancel && !r->done)
-			p2p_cancel_now(p, r, 0);
-		r->cancel = 0;
-	}
-	rc = r->cancel_rc;
-	r->cancelling--;
-	pthread_cond_broadcast(&p->cv);
-	pthread_mutex_unlock(&p->mu);
-	return rc;
-}
-
-/* Waits for @r until @deadline_ns (< 0: none). 1 when it ended. */
-static int wait_end(struct p2p *p, struct ftcc_request *r, int64_t deadline_ns)
-{
-	pthread_mutex_lock(&p->mu);
-	while (!r->done || r->cancelling) { /* ended, and no cancel still looks at it */
-		struct timespec ts;
-		int64_t now = p2p_now_ns(), until = now + 100000000;
-
-		if (deadline_ns >= 0 && now >= deadline_ns && !r->done)
-			break;
-		if (deadline_ns >= 0 && deadline_ns < until)
-			until = deadline_ns;
-		ts.tv_sec = until / 1000000000;
-		ts.tv_nsec = until % 1000000000;
-		pthread_cond_timedwait(&p->cv, &p->mu, &ts);
-	}
-	pthread_mutex_unlock(&p->mu);
-	return r->done;
-}
-
-int p2p_test(struct ftcc_request *r, int *done, struct ftcc_record *rec)
-{
-	struct p2p *p = r->comm->p2p;
-
-	pthread_mutex_lock(&p->mu);
-	*done = r->done && !r->cancelling;
-	pthread_mutex_unlock(&p->mu);
-	return *done ? eng_collect(r, rec) : 0;
-}
-
-int p2p_wait(struct ftcc_request *r, struct ftcc_record *rec)
-{
-	wait_end(r->comm->p2p, r, -1);
-	return eng_collect(r, rec);
-}
-
-FTCC_API int ftcc_wait_p2p(ftcc_request_t *r, int64_t timeout_ms, struct ftcc_p2p_status *st)
-{
-	if (!r || (r->kind != ENG_SEND && r->kind != ENG_RECV))
-		return FTCC_ERR_INVALID;
-	if (!wait_end(r->comm->p2p, r, timeout_ms < 0 ? -1 : p2p_now_ns() + timeout_ms * 1000000))
-		return FTCC_ERR_TIMEOUT;
-	if (st)
-		*st = r->st;
-	return eng_collect(r, NULL);
 }

@@ -35,9 +35,10 @@
 
 enum { P2P_RTS = 1, P2P_CTS = 2, P2P_DATA = 3, P2P_ACK = 4, P2P_WD = 5 };
 enum { P2P_MINE = 0, P2P_YOURS = 1 };
-#define P2P_ACK_WD 1u  /* the ACK of a withdrawn message */
-#define P2P_CTL_MAX 24 /* payload bytes of a control frame at most, RTS data aside */
-#define P2P_EAGER 4096 /* a message up to this long travels inside its RTS */
+#define P2P_ACK_WD 1u	   /* the ACK of a withdrawn message */
+#define P2P_ACK_REFUSED 2u /* the ACK of a message its receiver will not take */
+#define P2P_CTL_MAX 24	   /* payload bytes of a control frame at most, RTS data aside */
+#define P2P_EAGER 4096	   /* a message up to this long travels inside its RTS */
 #define P2P_PEEK_MAX (P2P_CTL_MAX + P2P_EAGER) /* frames read whole by the peek */
 #define P2P_EAGER_CAP (4u << 20) /* bytes of RTS data kept for messages no receive took */
 #define P2P_WAIT_MS 100		 /* longest wait of the progress thread between looks */
@@ -81,6 +82,53 @@ struct p2p_ctl {
 	uint8_t pl[]; /* its payload */
 };
 
+/* State healing (p2p_state.c): the library's tags, above FTCC_TAG_MAX. A fetch sends REQ
+ * (nonce, bytes, name) to a source, which answers OK(nonce) with the state or NO(nonce). */
+#define P2P_TAG_REQ (FTCC_TAG_MAX + 2)
+#define P2P_TAG_OK(n) (FTCC_TAG_MAX + 1 + (2ull << 56) + ((n) & ((1ull << 56) - 1)))
+#define P2P_TAG_NO(n) (FTCC_TAG_MAX + 1 + (3ull << 56) + ((n) & ((1ull << 56) - 1)))
+#define P2P_NAME_MAX 64
+#define P2P_REQ_BYTES (16 + P2P_NAME_MAX)
+#define P2P_REFUSE_MAX 64
+
+/* State this member serves. */
+struct p2p_offer {
+	struct p2p_offer *next;
+	char name[P2P_NAME_MAX];
+	const void *buf;
+	size_t bytes;
+	uint32_t inflight; /* sends of it not ended */
+	int gone;	   /* withdrawn: no new sends */
+};
+
+/* An answer being sent. */
+struct p2p_serve {
+	struct p2p_serve *next;
+	struct ftcc_request *send;
+	struct p2p_offer *offer; /* NULL: a NO */
+	uint64_t no;
+};
+
+/* A fetch in progress. */
+struct p2p_fetch {
+	struct p2p_fetch *next;
+	struct ftcc_request *req; /* the caller's */
+	char name[P2P_NAME_MAX];
+	uint32_t src; /* the source asked now, UINT32_MAX: none yet */
+	uint64_t nonce;
+	int refused; /* a source said it does not offer it (so) */
+	uint8_t tried[FTCC_MAX_MEMBERS / 8];
+	struct ftcc_request *ask, *ok, *no;
+	uint8_t askbuf[P2P_REQ_BYTES];
+	uint64_t nobuf;
+};
+
+/* A message the receiver will refuse when it comes (an answer to a fetch cancelled). */
+struct p2p_refuse {
+	uint32_t from;
+	uint64_t tag;
+};
+
 struct p2p_done {
 	uint64_t id;
 	uint32_t flags;
@@ -105,7 +153,8 @@ struct p2p_peer {
 	uint8_t pkbuf[P2P_PEEK_MAX];
 	int64_t hold_ns; /* unreachable: out of the transfers until then */
 	int held_logged;
-	int down; /* its link broke and nothing came from it since */
+	int down;	/* its link broke and nothing came from it since */
+	uint32_t flags; /* in the view (CTL_MF_CONTRIB: it holds the group's state) */
 };
 
 struct p2p {
@@ -128,6 +177,17 @@ struct p2p {
 	struct p2p_in *in, **in_tail;
 	int check_recvs;    /* receives from a named source to look at */
 	size_t eager_bytes; /* RTS data kept (struct p2p_in.eager) */
+	/* state healing (p2p_state.c) */
+	struct p2p_offer *offers;
+	struct p2p_serve *serving;
+	struct p2p_fetch *fetches;
+	struct ftcc_request *srv_req; /* the receive of REQs (every member answers them) */
+	uint8_t srv_buf[P2P_REQ_BYTES];
+	uint64_t nonce;
+	struct ftcc_request **orphans; /* the library's requests to free once they end */
+	uint32_t norphans, orphans_cap;
+	struct p2p_refuse refuse[P2P_REFUSE_MAX];
+	uint32_t nrefuse;
 	/* the thread's transfers of one progress call, and where each came from */
 	struct dp_xfer *x;
 	struct dp_xfer **xsrc;
@@ -158,6 +218,21 @@ void p2p_match_recv(struct p2p *p, struct ftcc_request *r);
 void p2p_cancel_now(struct p2p *p, struct ftcc_request *r, int in_thread);
 /* Frees @m (unlinked from the arrival list). */
 void p2p_in_free(struct p2p *p, struct p2p_in *m);
+
+/* p2p_api.c: a request of the caller's (on the comm's live list), and the posting of a send
+ * or receive whose fields are set (under mu; the library's own requests too). */
+struct ftcc_request *p2p_req_new(struct ftcc_comm *c, enum eng_kind kind);
+void p2p_post_send(struct p2p *p, struct ftcc_request *r);
+void p2p_post_recv(struct p2p *p, struct ftcc_request *r);
+
+/* p2p_state.c: offers served, fetches moved on (the thread, each pass); a cancelled fetch;
+ * every fetch ended with @rc (a final state); everything freed. Under mu. */
+void p2p_state_step(struct p2p *p);
+void p2p_state_cancel(struct p2p *p, struct ftcc_request *r);
+void p2p_state_end(struct p2p *p, int rc);
+void p2p_state_free(struct p2p *p);
+/* p2p.c: the message from @from with @tag is refused (now, or when it comes). */
+void p2p_refuse(struct p2p *p, uint32_t from, uint64_t tag);
 
 /* p2p_run.c */
 void *p2p_main(void *arg);

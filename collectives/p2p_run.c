@@ -92,6 +92,7 @@ static void fail_all(struct p2p *p, int rc)
 			p2p_end(p, m->self, rc);
 		p2p_in_free(p, m);
 	}
+	p2p_state_end(p, rc); /* every request of the library's has ended: freed */
 }
 
 void p2p_flush(struct p2p *p)
@@ -141,6 +142,7 @@ void p2p_destroy(struct p2p *p)
 	if (!p)
 		return;
 	p2p_stop(p);
+	p2p_state_free(p);
 	free(p->peers);
 	free(p->x);
 	free(p->xsrc);
@@ -186,6 +188,12 @@ void p2p_peer_drop(struct p2p *p, struct p2p_peer *pe, int rc)
 		next = r->pnext;
 		if (r->peer == pe->id)
 			p2p_end(p, r, rc);
+	}
+	for (i = 0; i < p->nrefuse;) { /* it will send nothing more */
+		if (p->refuse[i].from == pe->id)
+			p->refuse[i] = p->refuse[--p->nrefuse];
+		else
+			i++;
 	}
 	for (i = 0; i < p->npeers && p->peers[i] != pe; i++) {
 	}
@@ -290,6 +298,7 @@ static void sync_members(struct p2p *p)
 				all = 0; /* out of memory: added at the next look */
 				continue;
 			}
+			pe->flags = m->flags;
 			if (pe->addr[0]) {
 				dpp[k] = (struct dp_peer){ .id = pe->id, .incarnation = pe->inc };
 				memcpy(dpp[k].addr, pe->addr, sizeof(pe->addr));
@@ -651,6 +660,12 @@ again: /* a cancel may end or move other requests: look from the start after eac
 			}
 		}
 	}
+	for (struct p2p_fetch *f = p->fetches; f; f = f->next) {
+		if (f->req->cancel) {
+			p2p_state_cancel(p, f->req);
+			goto again;
+		}
+	}
 	pthread_cond_broadcast(&p->cv);
 }
 
@@ -677,6 +692,7 @@ void *p2p_main(void *arg)
 		sync_members(p);
 		if (p->failed)
 			break;
+		p2p_state_step(p);
 		take_requests(p);
 		cancels(p);
 		n = build(p);

@@ -302,10 +302,11 @@ FTCC_API int ftcc_ibarrier(ftcc_comm_t *comm, ftcc_request_t **req);
  * the others. The communicator stays usable. A wait on a peer that is alive but never sends or
  * receives ends only by its own bound: use ftcc_wait_p2p()'s timeout and ftcc_cancel().
  *
- * ftcc_isend: sends @bytes of @buf to member @dest (self too). The buffer belongs to the
+ * ftcc_isend: sends @bytes of @buf to member @dest (self too), @tag at most FTCC_TAG_MAX. The buffer belongs to the
  * request until it ends. It ends with 0 once the receiver holds the message. */
 #define FTCC_ANY_SOURCE UINT32_MAX
 #define FTCC_ANY_TAG UINT64_MAX
+#define FTCC_TAG_MAX ((UINT64_C(1) << 63) - 1) /* tags above are the library's own */
 FTCC_API int ftcc_isend(ftcc_comm_t *comm, const void *buf, size_t bytes, uint32_t dest,
 			uint64_t tag, ftcc_request_t **req);
 /* ftcc_irecv: receives one message from member @source (or FTCC_ANY_SOURCE) with @tag (or
@@ -323,6 +324,28 @@ FTCC_API int ftcc_irecv(ftcc_comm_t *comm, void *buf, size_t bytes, uint32_t sou
  * then ends as a send does). The request must still be collected with ftcc_test() or a wait. 0,
  * FTCC_ERR_BUSY, or FTCC_ERR_INVALID (not a point-to-point request). */
 FTCC_API int ftcc_cancel(ftcc_request_t *req);
+
+/* State healing: a member that joined (a restart, catching up) gets the group's state (the
+ * model, the optimizer) from a live member while the others go on with their ops.
+ *
+ * ftcc_state_offer: this member serves @bytes of @buf under @name (1..63 bytes) to any member
+ * that fetches it; its progress thread sends it, the application takes no part. The buffer
+ * must stay as it is until ftcc_state_withdraw() returns (a consistent copy: the application
+ * makes one at a step boundary, then offers it). A name offered twice is FTCC_ERR_INVALID.
+ * ftcc_state_withdraw: no new fetch gets it; waits for the sends of it in flight (they end when
+ * their fetcher has it, gives it up, or leaves the group: within about four failure timeouts),
+ * or FTCC_ERR_BUSY when some still run then (the buffer is still read; try again).
+ * ftcc_state_ifetch: fetches @name's state, exactly @bytes, into @buf from a contributing member
+ * that offers it: the lowest id first, then the next whenever a source is lost, leaves, or does
+ * not offer it (with that size) — a source lost mid-transfer is retried from another. The
+ * request ends (ftcc_wait_p2p: its status names the source) with 0, FTCC_ERR_INVALID when every
+ * live member said it does not offer it, FTCC_ERR_PEER_LOST when no member was left to ask;
+ * ftcc_cancel ends it at once (FTCC_ERR_CANCELED). A catch-up member keeps calling the
+ * group's ops meanwhile (they need it), then calls ftcc_comm_ready(). */
+FTCC_API int ftcc_state_offer(ftcc_comm_t *comm, const char *name, const void *buf, size_t bytes);
+FTCC_API int ftcc_state_withdraw(ftcc_comm_t *comm, const char *name);
+FTCC_API int ftcc_state_ifetch(ftcc_comm_t *comm, const char *name, void *buf, size_t bytes,
+			       ftcc_request_t **req);
 
 /* What a point-to-point request moved. */
 struct ftcc_p2p_status {
