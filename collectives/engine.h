@@ -83,6 +83,7 @@ struct ftcc_request {
 	int cancel_rc;		    /* and its answer */
 	int cancelling;		    /* ftcc_cancel calls looking at it: not freed meanwhile */
 	int internal;		    /* the library's own (p2p_state.c): on no live list */
+	int rematch;		    /* its message's sender left: it takes another (p2p_run.c) */
 	struct ftcc_p2p_status st;
 };
 

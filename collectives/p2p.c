@@ -335,21 +335,39 @@ static void refuse_msg(struct p2p *p, struct p2p_peer *pe, struct p2p_in *m)
 	p2p_in_free(p, m);
 }
 
-void p2p_refuse(struct p2p *p, uint32_t from, uint64_t tag)
+void p2p_refuse_del(struct p2p *p, uint32_t i)
+{
+	memmove(&p->refuse[i], &p->refuse[i + 1], (--p->nrefuse - i) * sizeof(p->refuse[0]));
+}
+
+void p2p_refuse(struct p2p *p, uint32_t from, uint64_t a, uint64_t b)
 {
 	struct p2p_peer *pe = p2p_peer_find(p, from);
 
 	if (!pe)
 		return; /* gone: it sends nothing more */
 	for (struct p2p_in *m = p->in; m; m = m->next) {
-		if (m->from == from && m->tag == tag && !m->self && !m->req) {
+		if (m->from == from && (m->tag == a || m->tag == b) && !m->self && !m->req) {
 			refuse_msg(p, pe, m);
 			return;
 		}
 	}
 	if (p->nrefuse == P2P_REFUSE_MAX) /* the oldest: its sender most likely left */
-		memmove(p->refuse, p->refuse + 1, --p->nrefuse * sizeof(p->refuse[0]));
-	p->refuse[p->nrefuse++] = (struct p2p_refuse){ .from = from, .tag = tag };
+		p2p_refuse_del(p, 0);
+	p->refuse[p->nrefuse++] = (struct p2p_refuse){ .from = from, .tag = { a, b } };
+}
+
+/* Whether message @m is one to refuse (its entry is then used up). */
+static int refused(struct p2p *p, const struct p2p_in *m)
+{
+	for (uint32_t i = 0; i < p->nrefuse; i++) {
+		if (p->refuse[i].from == m->from &&
+		    (p->refuse[i].tag[0] == m->tag || p->refuse[i].tag[1] == m->tag)) {
+			p2p_refuse_del(p, i);
+			return 1;
+		}
+	}
+	return 0;
 }
 
 static void on_rts(struct p2p *p, struct p2p_peer *pe, uint64_t id, const uint8_t *pl, size_t len)
@@ -366,6 +384,10 @@ static void on_rts(struct p2p *p, struct p2p_peer *pe, uint64_t id, const uint8_
 		return;
 	}
 	m = in_find(p, pe->id, id);
+	if (m && !m->req && p->nrefuse && refused(p, m)) {
+		refuse_msg(p, pe, m); /* announced again, after it was given up */
+		return;
+	}
 	if (m) {
 		if (m->req) /* taken, and the CTS or the data may have been lost: ask again, for
 			     * the same gen (a sender that sent its data for it already does not
@@ -388,12 +410,9 @@ static void on_rts(struct p2p *p, struct p2p_peer *pe, uint64_t id, const uint8_
 		data = pl + P2P_CTL_MAX; /* the data came with it */
 	*p->in_tail = m;
 	p->in_tail = &m->next;
-	for (uint32_t i = 0; i < p->nrefuse; i++) {
-		if (p->refuse[i].from == m->from && p->refuse[i].tag == m->tag) {
-			p->refuse[i] = p->refuse[--p->nrefuse];
-			refuse_msg(p, pe, m);
-			return;
-		}
+	if (refused(p, m)) {
+		refuse_msg(p, pe, m);
+		return;
 	}
 	r = taker(p, m);
 	if (r) {
@@ -436,6 +455,13 @@ static void on_ack(struct p2p *p, struct p2p_peer *pe, uint64_t id, uint32_t fla
 
 	if (!o)
 		return;
+	if (o->data_posted) {
+		/* Data still going out (sent again after a reset, or refused while it moved): the
+		 * send ends once its buffer is no longer read (p2p_out_sent()). */
+		o->acked = 1;
+		o->ack_flags = flags;
+		return;
+	}
 	if (o->req) {
 		o->req->st = (struct ftcc_p2p_status){ .source = pe->id,
 						       .tag = o->tag,
@@ -443,6 +469,14 @@ static void on_ack(struct p2p *p, struct p2p_peer *pe, uint64_t id, uint32_t fla
 		p2p_end(p, o->req, flags & (P2P_ACK_WD | P2P_ACK_REFUSED) ? FTCC_ERR_CANCELED : 0);
 	}
 	out_remove(p, pe, o);
+}
+
+void p2p_out_sent(struct p2p *p, struct p2p_peer *pe, struct p2p_out *o)
+{
+	o->data_posted = 0;
+	o->data_ever = 1;
+	if (o->acked)
+		on_ack(p, pe, o->id, o->ack_flags);
 }
 
 /* The message whose DATA frame @t is, when a receive waits for exactly that frame. */
@@ -523,10 +557,10 @@ void p2p_cancel_now(struct p2p *p, struct ftcc_request *r, int in_thread)
 	if (r->done)
 		return;
 	if (r->kind == ENG_FETCH) {
-		if (in_thread)
-			p2p_state_cancel(p, r);
-		else /* no thread: its parts ended with it (p2p_stop) */
-			p2p_end(p, r, FTCC_ERR_CANCELED);
+		/* from the thread, or with no thread running (ftcc_cancel): its parts are the
+		 * caller's to cancel */
+		(void)in_thread;
+		p2p_state_cancel(p, r);
 		return;
 	}
 	if (r->kind == ENG_RECV) {
@@ -576,6 +610,13 @@ void p2p_cancel_now(struct p2p *p, struct ftcc_request *r, int in_thread)
 		if (in_thread)
 			dp_release(p->dp, &o->dx, 1);
 		o->data_posted = 0;
+		if (o->acked) { /* its ACK came meanwhile: it ends as that says */
+			struct p2p_peer *pe = p2p_peer_find(p, r->peer);
+
+			if (pe)
+				on_ack(p, pe, o->id, o->ack_flags);
+			return;
+		}
 	}
 	if (o->data_ever || o->data_posted) {
 		r->cancel_rc = FTCC_ERR_BUSY;

@@ -57,10 +57,12 @@ struct p2p_out {
 	int announce;		  /* its RTS (its WD once withdrawn) is due: 1, or 2 without data */
 	int64_t ann_ns;		  /* when it was last announced */
 	int withdrawn;
-	int data_ever;	   /* data of it went out (a DATA frame done or begun) */
-	int data_posted;   /* @dx is in the transfers */
-	uint32_t want_gen; /* the newest CTS */
-	uint32_t sent_gen; /* DATA posted for it */
+	int data_ever;	    /* data of it went out (a DATA frame done or begun) */
+	int data_posted;    /* @dx is in the transfers */
+	int acked;	    /* its ACK came while its data was going out */
+	uint32_t ack_flags; /* and said this */
+	uint32_t want_gen;  /* the newest CTS */
+	uint32_t sent_gen;  /* DATA posted for it */
 	struct dp_xfer dx;
 };
 
@@ -119,14 +121,15 @@ struct p2p_fetch {
 	int refused; /* a source said it does not offer it (so) */
 	uint8_t tried[FTCC_MAX_MEMBERS / 8];
 	struct ftcc_request *ask, *ok, *no;
-	uint8_t askbuf[P2P_REQ_BYTES];
+	int64_t asked_ns; /* when the source was asked */
 	uint64_t nobuf;
 };
 
-/* A message the receiver will refuse when it comes (an answer to a fetch cancelled). */
+/* The answer of a source to a fetch given up: one message from @from, with either tag, which
+ * the receiver refuses when it comes. */
 struct p2p_refuse {
 	uint32_t from;
-	uint64_t tag;
+	uint64_t tag[2];
 };
 
 struct p2p_done {
@@ -208,6 +211,8 @@ int p2p_ctl_queue(struct p2p_peer *pe, uint64_t epoch, uint32_t phase, uint64_t 
 void p2p_on_peek(struct p2p *p, struct p2p_peer *pe);
 /* @pe->rx took its frame: acts on it. */
 void p2p_on_frame(struct p2p *p, struct p2p_peer *pe);
+/* Send @o's DATA frame to @pe went out whole (an ACK that came meanwhile acts now). */
+void p2p_out_sent(struct p2p *p, struct p2p_peer *pe, struct p2p_out *o);
 /* A receive @r no longer takes message @m: @m waits for another receive. */
 void p2p_unbind(struct p2p *p, struct p2p_in *m);
 /* Gives message @m to the first receive that takes it. */
@@ -231,8 +236,10 @@ void p2p_state_step(struct p2p *p);
 void p2p_state_cancel(struct p2p *p, struct ftcc_request *r);
 void p2p_state_end(struct p2p *p, int rc);
 void p2p_state_free(struct p2p *p);
-/* p2p.c: the message from @from with @tag is refused (now, or when it comes). */
-void p2p_refuse(struct p2p *p, uint32_t from, uint64_t tag);
+/* p2p.c: the one message from @from with tag @a or @b is refused (now, or when it comes). */
+void p2p_refuse(struct p2p *p, uint32_t from, uint64_t a, uint64_t b);
+/* Removes entry @i of the refusal list, keeping the order (oldest first). */
+void p2p_refuse_del(struct p2p *p, uint32_t i);
 
 /* p2p_run.c */
 void *p2p_main(void *arg);

@@ -182,7 +182,15 @@ void p2p_peer_drop(struct p2p *p, struct p2p_peer *pe, int rc)
 		if (r && r->peer == pe->id)
 			p2p_end(p, r, rc);
 		else if (r)
-			p2p_match_recv(p, r); /* a receive from any source takes another */
+			r->rematch = 1; /* a receive from any source takes another, below */
+	}
+again: /* matching may take (and free) messages and end receives: from the start each time */
+	for (struct ftcc_request *r = p->recvs; r; r = r->pnext) {
+		if (r->rematch) {
+			r->rematch = 0;
+			p2p_match_recv(p, r);
+			goto again;
+		}
 	}
 	for (struct ftcc_request *r = p->recvs, *next; r; r = next) {
 		next = r->pnext;
@@ -191,7 +199,7 @@ void p2p_peer_drop(struct p2p *p, struct p2p_peer *pe, int rc)
 	}
 	for (i = 0; i < p->nrefuse;) { /* it will send nothing more */
 		if (p->refuse[i].from == pe->id)
-			p->refuse[i] = p->refuse[--p->nrefuse];
+			p2p_refuse_del(p, i);
 		else
 			i++;
 	}
@@ -302,12 +310,19 @@ static void sync_members(struct p2p *p)
 			if (pe->addr[0]) {
 				dpp[k] = (struct dp_peer){ .id = pe->id, .incarnation = pe->inc };
 				memcpy(dpp[k].addr, pe->addr, sizeof(pe->addr));
-				if (pass && dp_set_peers(p->dp, dpp, k + 1)) {
+				int rc = pass ? dp_set_peers(p->dp, dpp, k + 1) : 0;
+
+				if (rc == -EINVAL) {
 					ftcc_warn(
 						"p2p: member %u published an address the data plane "
 						"cannot use (\"%s\"); no messages with it",
 						pe->id, pe->addr);
 					pe->addr[0] = '\0';
+				} else if (rc) {
+					all = 0; /* no memory: it is added at the next look */
+					if (pe != p2p_peer_find(p, pe->id))
+						free(pe);
+					continue;
 				} else {
 					k++;
 				}
@@ -342,6 +357,8 @@ static void take_requests(struct p2p *p)
 		struct p2p_peer *pe = p2p_peer_find(p, r->peer);
 		struct p2p_out *o;
 
+		if (!pe && !p->synced)
+			break; /* the table is behind the view (no memory): the next look decides */
 		p->sends = r->pnext;
 		if (!p->sends)
 			p->sends_tail = &p->sends;
@@ -368,7 +385,7 @@ static void take_requests(struct p2p *p)
 		*pe->out_tail = o;
 		pe->out_tail = &o->next;
 	}
-	if (!p->check_recvs)
+	if (!p->check_recvs || !p->synced)
 		return;
 	p->check_recvs = 0;
 	for (struct ftcc_request *r = p->recvs, *next; r; r = next) {
@@ -427,7 +444,8 @@ static int announce(struct p2p_peer *pe)
 	for (struct p2p_out *o = pe->out; o; o = o->next) {
 		uint8_t pl[24];
 
-		if (!o->announce && !o->data_posted && now - o->ann_ns > P2P_REANNOUNCE_NS)
+		if (!o->announce && !o->data_posted && !pe->ctl &&
+		    now - o->ann_ns > P2P_REANNOUNCE_NS)
 			o->announce = 2; /* quiet too long: a frame of it may have been dropped for
 					  * want of memory at either end; the receiver answers again */
 		if (o->announce) {
@@ -550,12 +568,15 @@ static void resync(struct p2p *p, struct p2p_peer *pe, int n, int rc)
 		free(f);
 	}
 	pe->ctl_tail = &pe->ctl;
-	for (struct p2p_out *o = pe->out; o; o = o->next) {
+	for (struct p2p_out *o = pe->out, *next; o; o = next) {
+		next = o->next;
 		if (o->data_posted && (o->dx.hdr_state || o->dx.off))
 			o->data_ever = 1;
 		o->data_posted = 0;
 		o->announce = 1;
 		o->want_gen = o->sent_gen = 0;
+		if (o->acked) /* its ACK came while data was going out: no more is read */
+			p2p_out_sent(p, pe, o); /* frees o */
 	}
 	pe->rx_frame = 0;
 	pe->rx_in = NULL;
@@ -579,11 +600,10 @@ static void completions(struct p2p *p)
 				pe->ctl_tail = &pe->ctl;
 			free(f);
 		}
-		for (struct p2p_out *o = pe->out; o; o = o->next) {
-			if (o->data_posted && o->dx.done) {
-				o->data_posted = 0;
-				o->data_ever = 1;
-			}
+		for (struct p2p_out *o = pe->out, *next; o; o = next) {
+			next = o->next;
+			if (o->data_posted && o->dx.done)
+				p2p_out_sent(p, pe, o); /* may free o */
 		}
 		if (pe->rx.done || pe->pk.done)
 			pe->held_logged = pe->down = 0;
@@ -634,7 +654,6 @@ static void drain_peer(struct p2p *p, struct p2p_peer *pe)
 		if (rc < 0)
 			break;
 		completions(p);
-		n = 0;
 	}
 	release_peer(p, pe, n);
 }

@@ -39,15 +39,26 @@ static struct ftcc_request *own(struct p2p *p, enum eng_kind kind, void *buf, si
 	return r;
 }
 
-/* Gives up the library's request @r: cancelled if it has not ended, freed once it has. */
-static void drop(struct p2p *p, struct ftcc_request *r)
+static void own_free(struct ftcc_request *r)
 {
+	free(r->tmp); /* a payload of its own (a REQ's) */
+	free(r);
+}
+
+/* Gives up the library's request @r: cancelled if it has not ended, freed once it has. 1 when
+ * this cancel ended it (a send withdrawn: its receiver never sees it). */
+static int drop(struct p2p *p, struct ftcc_request *r)
+{
+	int cancelled;
+
 	if (!r)
-		return;
+		return 0;
+	cancelled = !r->done;
 	p2p_cancel_now(p, r, 1);
+	cancelled = cancelled && r->done && r->result == FTCC_ERR_CANCELED;
 	if (r->done) {
-		free(r);
-		return;
+		own_free(r);
+		return cancelled;
 	}
 	if (p->norphans == p->orphans_cap) { /* a send whose data left: it ends on its own */
 		uint32_t cap = p->orphans_cap ? p->orphans_cap * 2 : 8;
@@ -55,12 +66,13 @@ static void drop(struct p2p *p, struct ftcc_request *r)
 
 		if (!o) {
 			ftcc_warn("p2p: no memory to keep a request of the library's; it leaks");
-			return;
+			return 0;
 		}
 		p->orphans = o;
 		p->orphans_cap = cap;
 	}
 	p->orphans[p->norphans++] = r;
+	return 0;
 }
 
 static struct p2p_offer *offer_find(struct p2p *p, const char *name)
@@ -108,17 +120,22 @@ static void serve(struct p2p *p, uint32_t from, const uint8_t *req)
 
 static void serve_step(struct p2p *p)
 {
-	if (p->srv_req && p->srv_req->done) {
+	for (int k = 0; k < 64 && !p->failed; k++) { /* the REQs waiting, a bounded lot a pass */
 		struct ftcc_request *r = p->srv_req;
 
+		if (r && !r->done)
+			break;
 		p->srv_req = NULL;
-		if (r->result == 0 && r->st.bytes == P2P_REQ_BYTES)
+		if (r && r->result == 0 && r->st.bytes == P2P_REQ_BYTES)
 			serve(p, r->st.source, p->srv_buf);
-		free(r);
-	}
-	if (!p->srv_req && !p->failed) /* a member that offers nothing says so too */
+		if (r)
+			own_free(r);
+		/* every member answers, one that offers nothing too */
 		p->srv_req = own(p, ENG_RECV, p->srv_buf, sizeof(p->srv_buf), FTCC_ANY_SOURCE,
 				 P2P_TAG_REQ);
+		if (!p->srv_req)
+			break;
+	}
 	for (struct p2p_serve **pp = &p->serving; *pp;) {
 		struct p2p_serve *s = *pp;
 
@@ -131,12 +148,12 @@ static void serve_step(struct p2p *p)
 			pthread_cond_broadcast(&p->cv); /* a withdraw may wait for it */
 		}
 		*pp = s->next;
-		free(s->send);
+		own_free(s->send);
 		free(s);
 	}
 	for (uint32_t i = 0; i < p->norphans;) {
 		if (p->orphans[i]->done) {
-			free(p->orphans[i]);
+			own_free(p->orphans[i]);
 			p->orphans[i] = p->orphans[--p->norphans];
 		} else {
 			i++;
@@ -144,16 +161,31 @@ static void serve_step(struct p2p *p)
 	}
 }
 
+/* @f gives up its current source. Unless that source answered NO, its answer (if it comes: the
+ * source got the REQ) is refused, so that its send ends and its offer is free again. */
+static void leave_source(struct p2p *p, struct p2p_fetch *f)
+{
+	int answered = f->no && f->no->done && f->no->result == 0;
+	int withdrawn;
+
+	drop(p, f->ok);
+	drop(p, f->no);
+	withdrawn = drop(p, f->ask);
+	f->ok = f->no = f->ask = NULL;
+	if (f->src != UINT32_MAX && !answered && !withdrawn)
+		p2p_refuse(p, f->src, P2P_TAG_OK(f->nonce), P2P_TAG_NO(f->nonce));
+}
+
 /* Ends fetch @f with @rc (the caller's request) and frees it. */
 static void finish(struct p2p *p, struct p2p_fetch *f, int rc)
 {
-	if (rc == FTCC_ERR_CANCELED && f->src != UINT32_MAX) { /* its answer is not wanted */
-		p2p_refuse(p, f->src, P2P_TAG_OK(f->nonce));
-		p2p_refuse(p, f->src, P2P_TAG_NO(f->nonce));
+	if (rc) /* a success received its answer whole: nothing to refuse */
+		leave_source(p, f);
+	else {
+		drop(p, f->ok);
+		drop(p, f->no);
+		drop(p, f->ask);
 	}
-	drop(p, f->ok);
-	drop(p, f->no);
-	drop(p, f->ask);
 	f->req->st =
 		(struct ftcc_p2p_status){ .source = f->src, .bytes = rc == 0 ? f->req->count : 0 };
 	f->req->pm = NULL;
@@ -171,11 +203,9 @@ static void finish(struct p2p *p, struct p2p_fetch *f, int rc)
 static void ask_next(struct p2p *p, struct p2p_fetch *f)
 {
 	struct p2p_peer *pe = NULL;
+	uint8_t *req;
 
-	drop(p, f->ok);
-	drop(p, f->no);
-	drop(p, f->ask);
-	f->ok = f->no = f->ask = NULL;
+	leave_source(p, f);
 	for (uint32_t i = 0; i < p->npeers && !pe; i++) {
 		struct p2p_peer *q = p->peers[i];
 
@@ -193,31 +223,48 @@ static void ask_next(struct p2p *p, struct p2p_fetch *f)
 			  f->name, pe->id, f->src);
 	f->src = pe->id;
 	f->nonce = ++p->nonce;
-	le_put64(f->askbuf, f->nonce);
-	le_put64(f->askbuf + 8, f->req->count);
-	memcpy(f->askbuf + 16, f->name, P2P_NAME_MAX);
+	f->asked_ns = p2p_now_ns();
+	req = malloc(P2P_REQ_BYTES); /* the REQ's own: it may outlive this fetch, or this ask */
+	if (req) {
+		le_put64(req, f->nonce);
+		le_put64(req + 8, f->req->count);
+		memcpy(req + 16, f->name, P2P_NAME_MAX);
+	}
 	f->ok = own(p, ENG_RECV, f->req->recvbuf, f->req->count, pe->id, P2P_TAG_OK(f->nonce));
 	f->no = own(p, ENG_RECV, &f->nobuf, sizeof(f->nobuf), pe->id, P2P_TAG_NO(f->nonce));
-	f->ask = own(p, ENG_SEND, f->askbuf, sizeof(f->askbuf), pe->id, P2P_TAG_REQ);
+	f->ask = req ? own(p, ENG_SEND, req, P2P_REQ_BYTES, pe->id, P2P_TAG_REQ) : NULL;
+	if (f->ask)
+		f->ask->tmp = req;
+	else
+		free(req);
 	if (!f->ok || !f->no || !f->ask)
 		finish(p, f, FTCC_ERR_NOMEM);
 }
 
 void p2p_state_step(struct p2p *p)
 {
+	/* a source that does not answer within the failure detection's bound (its thread
+	 * failed, or it could not take the REQ) is given up for the next one */
+	int64_t now = p2p_now_ns(), bound = (4 * p->c->timeout_ms + 2000) * 1000000;
 	struct p2p_fetch *f, *next;
 
 	serve_step(p);
 	for (f = p->fetches; f; f = next) {
 		next = f->next;
-		if (f->src == UINT32_MAX)
+		if (f->src == UINT32_MAX) {
 			ask_next(p, f);
-		else if (f->ok->done && f->ok->result == 0)
+		} else if (f->ok->done && f->ok->result == 0) {
 			finish(p, f, 0);
-		else if (f->no->done && f->no->result == 0)
-			f->refused = 1, ask_next(p, f);
-		else if (f->ok->done || f->no->done || (f->ask->done && f->ask->result))
+		} else if (f->no->done && f->no->result == 0) {
+			f->refused = 1;
+			ask_next(p, f);
+		} else if (f->ok->done || f->no->done || (f->ask->done && f->ask->result)) {
 			ask_next(p, f); /* lost, left, or could not be asked */
+		} else if (!f->ok->pm && now - f->asked_ns > bound) {
+			ftcc_info("p2p: member %u did not answer a fetch of \"%s\" in %lld ms",
+				  f->src, f->name, (long long)(bound / 1000000));
+			ask_next(p, f);
+		}
 	}
 }
 
@@ -235,7 +282,7 @@ void p2p_state_end(struct p2p *p, int rc)
 		finish(p, p->fetches, rc);
 	if (p->srv_req) {
 		p2p_end(p, p->srv_req, rc); /* its receive is off the list already, or is now */
-		free(p->srv_req);
+		own_free(p->srv_req);
 		p->srv_req = NULL;
 	}
 	while (p->serving) {
@@ -245,12 +292,12 @@ void p2p_state_end(struct p2p *p, int rc)
 		if (s->offer)
 			s->offer->inflight--;
 		p2p_end(p, s->send, rc);
-		free(s->send);
+		own_free(s->send);
 		free(s);
 	}
 	for (uint32_t i = 0; i < p->norphans; i++) {
 		p2p_end(p, p->orphans[i], rc);
-		free(p->orphans[i]);
+		own_free(p->orphans[i]);
 	}
 	p->norphans = 0;
 	pthread_cond_broadcast(&p->cv);
@@ -301,12 +348,23 @@ FTCC_API int ftcc_state_offer(ftcc_comm_t *c, const char *name, const void *buf,
 	return 0;
 }
 
+/* Offers named @name (withdrawn ones too) still read by a send. */
+static uint32_t name_inflight(const struct p2p *p, const char *name)
+{
+	uint32_t n = 0;
+
+	for (const struct p2p_offer *o = p->offers; o; o = o->next)
+		if (!strcmp(o->name, name))
+			n += o->inflight;
+	return n;
+}
+
 FTCC_API int ftcc_state_withdraw(ftcc_comm_t *c, const char *name)
 {
 	int64_t end;
-	struct p2p_offer *o, **pp;
+	struct p2p_offer **pp;
 	struct p2p *p;
-	int rc = 0;
+	int found = 0, rc = 0;
 
 	if (!c || !c->p2p || !name_ok(name))
 		return FTCC_ERR_INVALID;
@@ -315,13 +373,17 @@ FTCC_API int ftcc_state_withdraw(ftcc_comm_t *c, const char *name)
 	 * the failure detection's bound */
 	end = p2p_now_ns() + (4 * c->timeout_ms + 2000) * 1000000;
 	pthread_mutex_lock(&p->mu);
-	o = offer_find(p, name);
-	if (!o) {
+	for (struct p2p_offer *o = p->offers; o; o = o->next) {
+		if (!strcmp(o->name, name)) {
+			o->gone = 1; /* a withdraw that said BUSY before is tried again */
+			found = 1;
+		}
+	}
+	if (!found) {
 		pthread_mutex_unlock(&p->mu);
 		return FTCC_ERR_INVALID;
 	}
-	o->gone = 1;
-	while (o->inflight && p->running && p2p_now_ns() < end) {
+	while (name_inflight(p, name) && p->running && p2p_now_ns() < end) {
 		struct timespec ts;
 		int64_t t = p2p_now_ns() + 20000000;
 
@@ -329,13 +391,23 @@ FTCC_API int ftcc_state_withdraw(ftcc_comm_t *c, const char *name)
 		ts.tv_nsec = t % 1000000000;
 		pthread_cond_timedwait(&p->cv, &p->mu, &ts);
 	}
-	if (o->inflight && p->running) {
-		rc = FTCC_ERR_BUSY; /* still read: it stays withdrawn, and is freed later */
+	if (name_inflight(p, name) && p->running) {
+		rc = FTCC_ERR_BUSY; /* still read: it stays withdrawn; call again */
 	} else {
-		for (pp = &p->offers; *pp != o; pp = &(*pp)->next) {
+		/* no thread: its sends ended with it (p2p_stop); none refers to the offer now */
+		for (struct p2p_serve *sv = p->serving; sv; sv = sv->next)
+			if (sv->offer && !strcmp(sv->offer->name, name))
+				sv->offer = NULL;
+		for (pp = &p->offers; *pp;) {
+			struct p2p_offer *o = *pp;
+
+			if (!strcmp(o->name, name)) {
+				*pp = o->next;
+				free(o);
+			} else {
+				pp = &o->next;
+			}
 		}
-		*pp = o->next;
-		free(o);
 	}
 	pthread_mutex_unlock(&p->mu);
 	return rc;

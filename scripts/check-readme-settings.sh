@@ -42,7 +42,7 @@ not_settings() {
 	FTCC_ERR_* | FTCC_DEGRADED_* | FTCC_OK | FTCC_SUM | FTCC_PROD | FTCC_MAX | FTCC_MIN) return 0 ;;
 	FTCC_AVG | FTCC_INT* | FTCC_UINT* | FTCC_FLOAT* | FTCC_BFLOAT16 | FTCC_FP8_*) return 0 ;;
 	FTCC_VERSION* | FTCC_MAX_INFLIGHT | FTCC_MAX_MEMBERS | FTCC_MAX_COUNT) return 0 ;;
-	FTCC_CODEC_*) return 0 ;;
+	FTCC_CODEC_* | FTCC_ANY_SOURCE | FTCC_ANY_TAG | FTCC_TAG_MAX) return 0 ;;
 	esac
 	for opt in "${cmake_opts[@]}"; do
 		[ "$name" = "$opt" ] && return 0

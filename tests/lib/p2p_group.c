@@ -108,6 +108,7 @@ static int child(void *arg)
 	if (rc) {
 		pg->m[me].fail_line = __LINE__;
 		snprintf(pg->m[me].why, sizeof(pg->m[me].why), "create: %s", ftcc_strerror(rc));
+		atomic_fetch_add(&pg->finished, 1);
 		return 1;
 	}
 	atomic_store(&pg->m[me].stage, 1);
