@@ -219,6 +219,10 @@ int perf_msg_run(const struct perf_opts *o, struct perf_boot *b);	/* perf_msg.c 
 /* Control addresses of a C API group of the ranks: each picks a free port on its own address;
  * rank 0 gathers them, names the group and sends everything round. 0 or -errno. */
 int perf_capi_addrs(struct perf_boot *b, char (*addrs)[80], char *group, size_t glen);
+/* The ranks' C API group (embedded coordinator) with policy @degraded: this rank's member in
+ * *@comm. 0 or -errno (printed). */
+struct ftcc_comm;
+int perf_capi_comm(struct perf_boot *b, int degraded, struct ftcc_comm **comm);
 int perf_collnet_run(const struct perf_opts *o, struct perf_boot *b); /* perf_collnet.c */
 
 #endif

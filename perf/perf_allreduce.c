@@ -588,17 +588,13 @@ int perf_capi_addrs(struct perf_boot *b, char (*addrs)[80], char *group, size_t 
 	return rc;
 }
 
-static int capi_open(void *t, struct perf_boot *b, void *sbuf, void *rbuf, size_t bytes)
+int perf_capi_comm(struct perf_boot *b, int degraded, ftcc_comm_t **comm)
 {
-	struct ar_capi *c = t;
 	char addrs[PERF_MAX_RANKS][80], group[64] = "";
 	const char *ptrs[PERF_MAX_RANKS];
 	struct ftcc_config cfg;
 	int i, rc = perf_capi_addrs(b, addrs, group, sizeof(group));
 
-	(void)sbuf; /* the C API takes any buffer at every call */
-	(void)rbuf;
-	(void)bytes;
 	if (rc) {
 		return rc;
 	}
@@ -611,14 +607,25 @@ static int capi_open(void *t, struct perf_boot *b, void *sbuf, void *rbuf, size_
 	cfg.size = (uint32_t)b->nranks;
 	cfg.addrs = ptrs;
 	cfg.coordinator = "embedded";
-	cfg.degraded = FTCC_DEGRADED_SUM; /* the check's expected values are plain sums */
-	rc = ftcc_comm_create(&cfg, &c->comm);
+	cfg.degraded = (enum ftcc_degraded)degraded;
+	rc = ftcc_comm_create(&cfg, comm);
 	if (rc) {
 		fprintf(stderr, "ftcc-perf: rank %d: ftcc_comm_create: %s\n", b->rank,
 			ftcc_strerror(rc));
 		return -EIO;
 	}
 	return 0;
+}
+
+static int capi_open(void *t, struct perf_boot *b, void *sbuf, void *rbuf, size_t bytes)
+{
+	struct ar_capi *c = t;
+
+	(void)sbuf; /* the C API takes any buffer at every call */
+	(void)rbuf;
+	(void)bytes;
+	/* the check's expected values are plain sums */
+	return perf_capi_comm(b, FTCC_DEGRADED_SUM, &c->comm);
 }
 
 static void capi_close(void *t)

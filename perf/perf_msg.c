@@ -80,10 +80,7 @@ static const struct perf_pair_ops msg_ops = {
 int perf_msg_run(const struct perf_opts *o, struct perf_boot *b)
 {
 	struct msg_pair m = { .rank = b->rank };
-	char addrs[PERF_MAX_RANKS][80], group[64] = "";
-	const char *ptrs[PERF_MAX_RANKS];
 	void *sbuf = perf_buf_alloc(o->max_bytes), *rbuf = perf_buf_alloc(o->max_bytes);
-	struct ftcc_config cfg;
 	const char *notes =
 		o->roundtrip ?
 			"# ftcc_isend / ftcc_irecv between the members of a group, each waited "
@@ -100,24 +97,8 @@ int perf_msg_run(const struct perf_opts *o, struct perf_boot *b)
 		rc = -ENOMEM;
 		goto free_bufs;
 	}
-	rc = perf_capi_addrs(b, addrs, group, sizeof(group));
+	rc = perf_capi_comm(b, FTCC_DEGRADED_DEFAULT, &m.comm);
 	if (rc) {
-		goto free_bufs;
-	}
-	for (int i = 0; i < b->nranks; i++) {
-		ptrs[i] = addrs[i];
-	}
-	ftcc_config_init(&cfg);
-	cfg.group = group;
-	cfg.rank = (uint32_t)b->rank;
-	cfg.size = (uint32_t)b->nranks;
-	cfg.addrs = ptrs;
-	cfg.coordinator = "embedded";
-	rc = ftcc_comm_create(&cfg, &m.comm);
-	if (rc) {
-		fprintf(stderr, "ftcc-perf: rank %d: ftcc_comm_create: %s\n", b->rank,
-			ftcc_strerror(rc));
-		rc = -EIO;
 		goto free_bufs;
 	}
 	rc = perf_pair_run(o, b, &msg_ops, &m, sbuf, rbuf, notes);

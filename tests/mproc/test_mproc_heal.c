@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -29,11 +30,12 @@
 
 TestSuite(ft_mproc_heal, .fini = pg_teardown, .timeout = 120);
 
-/* Allreduces until one carries a 1 from a member that saw the joiner healed: every member
- * stops after the same op. @poll runs between ops (the joiner's fetch). Ops done, or -1. */
+/* Allreduces until one carries a 1 from a member that saw the joiner healed (or failing):
+ * every member stops after the same op. @poll runs between ops (the joiner's fetch). Ops done,
+ * or -1 after a failure (recorded). */
 static int ops_until_healed(ftcc_comm_t *c, int me, int (*poll)(void *), void *arg)
 {
-	int ops = 0;
+	int ops = 0, failed = 0;
 
 	for (;;) {
 		float x = atomic_load(&pg->flag[F_HEALED]) ? 1.0f : 0.0f;
@@ -46,10 +48,12 @@ static int ops_until_healed(ftcc_comm_t *c, int me, int (*poll)(void *), void *a
 			return -1;
 		}
 		ops++;
-		if (poll && poll(arg))
-			return -1;
+		if (poll && !failed && poll(arg)) {
+			failed = 1; /* recorded: the group still stops together */
+			atomic_store(&pg->flag[F_HEALED], 1);
+		}
 		if (x > 0)
-			return ops;
+			return failed ? -1 : ops;
 		usleep(500);
 	}
 }
@@ -59,26 +63,42 @@ struct joiner {
 	int kill_source;
 	uint8_t *model, *opt;
 	ftcc_request_t *fm, *fo;
-	int done_m, done_o, killed, ops_fetching;
+	int done_m, done_o, ops_fetching;
+	int whole_at_stop; /* the model's last byte was in when its source was stopped */
+	int watched;	   /* the watcher saw the first byte come */
 	struct ftcc_p2p_status sm, so;
 	int rc_m, rc_o;
 };
 
-/* Between the joiner's ops: the fetches' progress; in the kill test, the source of the model
- * is killed as soon as its first bytes are in. 1 to stop (a failure). */
+/* The kill test's watcher: stops the model's source (member 1) the moment its first byte is
+ * in, notes whether the last one was in already (then the kill was not mid-transfer), kills
+ * it. A thread of its own, spinning: the ops between the joiner's polls take longer than the
+ * transfer may. */
+static void *watch_main(void *arg)
+{
+	struct joiner *j = arg;
+	volatile const uint8_t *m = j->model;
+	int64_t end = chaos_now_ns() + 30000000000ll;
+
+	while (m[0] == 0xaa && chaos_now_ns() < end) {
+	}
+	j->watched = 1;
+	if (pg->m[1].pid <= 0)
+		return NULL;	     /* never signal a process group */
+	kill(pg->m[1].pid, SIGSTOP); /* now: what it sent so far is all it sends */
+	j->whole_at_stop = m[MODEL_BYTES - 1] != 0xaa;
+	kill(pg->m[1].pid, SIGKILL);
+	pg->m[JOINER].t_ns[0] = chaos_now_ns();
+	return NULL;
+}
+
+/* Between the joiner's ops: the fetches' progress, then the check of what came and ready.
+ * 1 to stop (a failure). */
 static int joiner_poll(void *arg)
 {
 	struct joiner *j = arg;
 	int me = JOINER;
 
-	if (j->kill_source && !j->killed && j->model[0] != 0xaa) {
-		kill(pg->m[1].pid, SIGSTOP); /* now: what it sent so far is all it sends */
-		PG_FAIL_RET(1, ftcc_wait_p2p(j->fm, 0, NULL) != FTCC_ERR_TIMEOUT,
-			    "the model came whole before its source was stopped");
-		kill(pg->m[1].pid, SIGKILL);
-		j->killed = 1;
-		pg->m[me].t_ns[0] = chaos_now_ns();
-	}
 	if (!j->done_m) {
 		j->rc_m = ftcc_wait_p2p(j->fm, 0, &j->sm);
 		j->done_m = j->rc_m != FTCC_ERR_TIMEOUT;
@@ -107,6 +127,7 @@ static void heal(int me, ftcc_comm_t *c, int kill_source)
 {
 	static struct joiner j;
 	uint8_t *model = NULL, *opt = NULL, absent[16];
+	pthread_t watcher;
 	ftcc_request_t *r;
 	int rc, ops;
 
@@ -147,16 +168,24 @@ static void heal(int me, ftcc_comm_t *c, int kill_source)
 	j.opt = malloc(OPT_BYTES);
 	PG_FAIL_IF(!j.model || !j.opt, "no memory");
 	memset(j.model, 0xaa, MODEL_BYTES);
-	rc = ftcc_state_ifetch(c, "model", j.model, MODEL_BYTES, &j.fm);
-	PG_FAIL_IF(rc, "ifetch: %s", ftcc_strerror(rc));
-	rc = ftcc_state_ifetch(c, "opt", j.opt, OPT_BYTES, &j.fo);
-	PG_FAIL_IF(rc, "ifetch: %s", ftcc_strerror(rc));
 	/* a name nobody offers: every member says so */
 	rc = ftcc_state_ifetch(c, "absent", absent, sizeof(absent), &r);
 	PG_FAIL_IF(rc, "ifetch: %s", ftcc_strerror(rc));
 	rc = ftcc_wait_p2p(r, 30000, NULL);
 	PG_FAIL_IF(rc != FTCC_ERR_INVALID, "a state nobody offers: %s", ftcc_strerror(rc));
+	if (kill_source)
+		PG_FAIL_IF(pthread_create(&watcher, NULL, watch_main, &j), "thread");
+	rc = ftcc_state_ifetch(c, "model", j.model, MODEL_BYTES, &j.fm);
+	PG_FAIL_IF(rc, "ifetch: %s", ftcc_strerror(rc));
+	rc = ftcc_state_ifetch(c, "opt", j.opt, OPT_BYTES, &j.fo);
+	PG_FAIL_IF(rc, "ifetch: %s", ftcc_strerror(rc));
 	ops = ops_until_healed(c, me, joiner_poll, &j);
+	if (kill_source)
+		pthread_join(watcher, NULL);
+	PG_FAIL_IF(j.whole_at_stop, "the model came whole before its source was stopped: "
+				    "nothing was killed mid-transfer");
+	PG_FAIL_IF(kill_source && (!j.watched || pg->m[1].pid <= 0),
+		   "the watcher did not see the model come (pid %d)", (int)pg->m[1].pid);
 	if (ops < 0)
 		return; /* recorded */
 	pg->m[me].ntx = ops;
