@@ -293,17 +293,19 @@ FTCC_API int ftcc_ibarrier(ftcc_comm_t *comm, ftcc_request_t **req);
  * send to any other at any time, and nothing else waits for them. A message carries a 64-bit
  * @tag; a receive takes the first message, in the order each sender sent them, whose source and
  * tag it names (FTCC_ANY_SOURCE: any member's; FTCC_ANY_TAG: any tag) and whose length is at
- * most the receive's @bytes. Messages wait at the receiver for a receive (their data does not
- * move before: a sender's buffer is read only once a receive took the message, so memory at the
- * receiver does not grow with unexpected messages), and receives wait in the order they were
- * posted. Faults between live members (a reset link, a cut that heals) are retried: a message
- * is delivered exactly once. A request whose peer leaves the group (dies, is removed, restarts
- * as a new incarnation) ends with FTCC_ERR_PEER_LOST; a receive from any source waits on for
- * the others. The communicator stays usable. A wait on a peer that is alive but never sends or
- * receives ends only by its own bound: use ftcc_wait_p2p()'s timeout and ftcc_cancel().
+ * most the receive's @bytes. Messages wait at the receiver for a receive: a message's data
+ * moves once a receive took it (one of up to 4 KiB travels with its announcement, and up to
+ * 4 MiB of those are kept at a receiver), so memory at the receiver does not grow with
+ * unexpected messages; receives wait in the order they were posted. Faults between live
+ * members (a reset link, a cut that heals) are retried: a message is delivered exactly once. A
+ * request whose peer leaves the group (dies, is removed, restarts as a new incarnation) ends
+ * with FTCC_ERR_PEER_LOST; a receive from any source waits on for the others. The communicator
+ * stays usable. A wait on a peer that is alive but never sends or receives ends only by its own
+ * bound: use ftcc_wait_p2p()'s timeout and ftcc_cancel().
  *
- * ftcc_isend: sends @bytes of @buf to member @dest (self too), @tag at most FTCC_TAG_MAX. The buffer belongs to the
- * request until it ends. It ends with 0 once the receiver holds the message. */
+ * ftcc_isend: sends @bytes of @buf to member @dest (self too), @tag at most FTCC_TAG_MAX. The
+ * buffer belongs to the request until it ends. It ends with 0 once the receiver holds the
+ * message. */
 #define FTCC_ANY_SOURCE UINT32_MAX
 #define FTCC_ANY_TAG UINT64_MAX
 #define FTCC_TAG_MAX ((UINT64_C(1) << 63) - 1) /* tags above are the library's own */
@@ -321,7 +323,8 @@ FTCC_API int ftcc_irecv(ftcc_comm_t *comm, void *buf, size_t bytes, uint32_t sou
  * another receive (its data, if already on the way, is dropped and sent again). A send:
  * withdrawn unless its data began to move, then the request ends with FTCC_ERR_CANCELED and the
  * receiver never sees the message; FTCC_ERR_BUSY when its data is already moving (the request
- * then ends as a send does). The request must still be collected with ftcc_test() or a wait. 0,
+ * then ends as a send does). The request must still be collected with ftcc_test() or a wait
+ * (another thread may cancel while one waits, as long as the request was not collected). 0,
  * FTCC_ERR_BUSY, or FTCC_ERR_INVALID (not a point-to-point request). */
 FTCC_API int ftcc_cancel(ftcc_request_t *req);
 
