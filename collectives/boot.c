@@ -169,7 +169,8 @@ int boot_group_check(const struct boot_handle *hs, uint32_t n, char *name, size_
 		if (hs[i].digest != hs[0].digest) {
 			snprintf(why, why_len,
 				 "node %u (%s) runs with other FTCC_DEGRADED / FTCC_ALGO / "
-				 "FTCC_RD_MAX_BYTES / FTCC_SEGMENT_BYTES / FTCC_COORDINATOR / "
+				 "FTCC_RD_MAX_BYTES / FTCC_SEGMENT_BYTES / FTCC_LANES / "
+				 "FTCC_COORDINATOR / "
 				 "FTCC_COLLNET_MIN_NODES / FTCC_COLLNET_MIN_PERCENT settings than "
 				 "node 0 (%s)",
 				 i, boot_handle_addr(&hs[i], a, sizeof(a)),
@@ -204,6 +205,7 @@ uint32_t boot_settings_digest(void)
 		FTCC_SET_ALGO,
 		FTCC_SET_RD_MAX_BYTES,
 		FTCC_SET_SEGMENT_BYTES,
+		FTCC_SET_LANES,
 		FTCC_SET_COORDINATOR,
 		FTCC_SET_COLLNET_MIN_NODES,
 		FTCC_SET_COLLNET_MIN_PERCENT,

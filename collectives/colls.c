@@ -206,8 +206,9 @@ FTCC_API int ftcc_ibarrier(ftcc_comm_t *c, ftcc_request_t **req)
 	return eng_start(c, &d, 1, req);
 }
 
-void eng_coll_finish(struct ftcc_comm *c, struct ftcc_request *r)
+void eng_coll_finish(struct eng_lane *l, struct ftcc_request *r)
 {
+	struct ftcc_comm *c = l->c;
 	int ok = r->result == 0 || r->result == FTCC_ERR_DEGRADED;
 
 	if (r->kind == ENG_BROADCAST && ok) {
@@ -218,7 +219,7 @@ void eng_coll_finish(struct ftcc_comm *c, struct ftcc_request *r)
 				      (unsigned long long)r->seq, r->param);
 			r->result = FTCC_ERR_PEER_LOST;
 			if (r->count) { /* the root's buffer holds its data again (others: 0) */
-				memcpy(r->recvbuf, c->keep, r->count);
+				memcpy(r->recvbuf, l->keep, r->count);
 			}
 		} else {
 			r->result = 0; /* the data is whole, whoever else is missing */

@@ -1,10 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The public C API (include/ftcc.h): communicator life cycle, the op queue, and who runs ops.
  *
- * Ops run one at a time in sequence order, by whichever thread holds the executor role: a
- * caller blocked in ftcc_wait()/ftcc_allreduce() runs the queue itself (no thread hand-off on
- * the latency path), and the communicator's own thread runs ops started asynchronously that
- * nobody waits for, and reports completed ops that a new epoch reopens while the caller is idle.
+ * Who runs the ops (the lanes) is in exec.c.
  */
 #include "engine.h"
 
@@ -94,107 +91,6 @@ static void on_change(void *arg)
 	pthread_mutex_unlock(&c->mu);
 }
 
-/* Tells the membership how far this member got. */
-static void report_progress(struct ftcc_comm *c)
-{
-	uint64_t next;
-
-	pthread_mutex_lock(&c->mu);
-	next = c->next_seq;
-	pthread_mutex_unlock(&c->mu);
-	ctl_member_progress(c->ctl, next, c->exec_seq);
-}
-
-/* Whether an op's error leaves this member unable to take part in the next ops: it must leave
- * the group then, or the others would wait for it in those ops. */
-static int gives_up(int rc)
-{
-	return rc == FTCC_ERR_NOMEM || rc == FTCC_ERR_TIMEOUT || rc == FTCC_ERR_LOST ||
-	       rc == FTCC_ERR_SYSTEM || rc == FTCC_ERR_INVALID;
-}
-
-/* Runs queued ops in order until @until is done (NULL: until the queue is empty). Called with
- * c->mu held and c->executing set by the caller; returns the same way. */
-static void execute(struct ftcc_comm *c, struct ftcc_request *until)
-{
-	while (c->qhead && !(until && until->done)) {
-		struct ftcc_request *r = c->qhead;
-
-		c->qhead = r->next;
-		if (!c->qhead) {
-			c->qtail = NULL;
-		}
-		pthread_mutex_unlock(&c->mu);
-		if (atomic_load(&c->aborted)) {
-			r->result = FTCC_ERR_ABORTED;
-		} else if (c->failed) {
-			r->result = FTCC_ERR_LOST; /* this member left the group */
-		} else {
-			eng_run_op(c, r);
-			eng_coll_finish(c, r);
-			if (gives_up(r->result)) {
-				char why[320];
-
-				pthread_mutex_lock(&c->mu);
-				snprintf(why, sizeof(why), "op %llu failed here (%s): %s",
-					 (unsigned long long)r->seq, ftcc_strerror(r->result),
-					 c->last_error);
-				pthread_mutex_unlock(&c->mu);
-				eng_give_up(c, r->result, why);
-			}
-		}
-		if (r->result != FTCC_ERR_ABORTED && r->result != FTCC_ERR_LOST &&
-		    r->result != FTCC_ERR_TIMEOUT) {
-			c->exec_seq = r->seq + 1;
-			report_progress(c);
-		}
-		pthread_mutex_lock(&c->mu);
-		r->done = 1;
-		pthread_cond_broadcast(&c->cv);
-	}
-	if (!atomic_load(&c->aborted)) {
-		pthread_mutex_unlock(&c->mu);
-		eng_sync_done(c);
-		pthread_mutex_lock(&c->mu);
-	}
-}
-
-static void *executor_main(void *arg)
-{
-	struct ftcc_comm *c = arg;
-	struct timespec ts;
-
-	pthread_mutex_lock(&c->mu);
-	while (!c->stop) {
-		if (!c->executing && (c->qhead || atomic_load(&c->ctl_gen) != c->sync_gen) &&
-		    !atomic_load(&c->aborted)) {
-			c->executing = 1;
-			execute(c, NULL);
-			c->executing = 0;
-			pthread_cond_broadcast(&c->cv);
-			continue;
-		}
-		if (!c->executing && !atomic_load(&c->aborted)) {
-			/* between ops: a peer that reconnects now gets its answer */
-			c->executing = 1;
-			pthread_mutex_unlock(&c->mu);
-			eng_serve(c);
-			pthread_mutex_lock(&c->mu);
-			c->executing = 0;
-			pthread_cond_broadcast(&c->cv);
-			/* An op enqueued (or an epoch committed) while the lock was dropped signalled
-			 * nobody: look again before sleeping. */
-			if (c->qhead || atomic_load(&c->ctl_gen) != c->sync_gen) {
-				continue;
-			}
-		}
-		deadline_in(&ts, 20);
-		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-	}
-	pthread_mutex_unlock(&c->mu);
-	return NULL;
-}
-
 /* "host" of "host:port" / "[v6]:port" into @out. */
 static int host_of(const char *addr, char *out, size_t len)
 {
@@ -246,16 +142,20 @@ static int policy_of(enum ftcc_degraded d, enum ftcc_degraded *out)
 static void comm_free(struct ftcc_comm *c)
 {
 	p2p_destroy(c->p2p);
-	dp_destroy(c->dp);
+	for (uint32_t i = 0; i < ENG_LANES_MAX; i++) {
+		struct eng_lane *l = &c->lane[i];
+
+		dp_destroy(l->dp);
+		free(l->scratch);
+		free(l->keep);
+		free(l->ident);
+		free(l->opv);
+		free(l->copybuf[0]);
+		free(l->copybuf[1]);
+		free(l->reports);
+	}
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
-	free(c->scratch);
-	free(c->keep);
-	free(c->ident);
-	free(c->opv);
-	free(c->copybuf[0]);
-	free(c->copybuf[1]);
-	free(c->reports);
 	free(c);
 }
 
@@ -270,17 +170,24 @@ static int comm_init(struct ftcc_comm *c, const struct ftcc_config *cfg, int p2p
 	c->size = cfg->size;
 	c->timeout_ms =
 		cfg->timeout_ms ? cfg->timeout_ms : ftcc_setting_int(FTCC_SET_FAILURE_TIMEOUT_MS);
-	for (int i = 0; i < ENG_DONE_RING; i++) {
-		c->done[i].seq = UINT64_MAX;
-	}
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&c->cv, &ca);
 	pthread_condattr_destroy(&ca);
-	c->reports = calloc(FTCC_MAX_MEMBERS, sizeof(*c->reports));
-	if (!c->reports) {
-		return FTCC_ERR_NOMEM;
+	c->nlanes = (uint32_t)ftcc_setting_int(FTCC_SET_LANES);
+	for (uint32_t i = 0; i < c->nlanes; i++) {
+		struct eng_lane *l = &c->lane[i];
+
+		l->c = c;
+		l->idx = i;
+		for (int k = 0; k < ENG_DONE_RING; k++) {
+			l->done[k].seq = UINT64_MAX;
+		}
+		l->reports = calloc(FTCC_MAX_MEMBERS, sizeof(*l->reports));
+		if (!l->reports) {
+			return FTCC_ERR_NOMEM;
+		}
 	}
 	if (getrandom(&c->incarnation, sizeof(c->incarnation), GRND_NONBLOCK) !=
 	    (ssize_t)sizeof(c->incarnation)) {
@@ -299,8 +206,14 @@ static int comm_init(struct ftcc_comm *c, const struct ftcc_config *cfg, int p2p
 		}
 		dc.bind_host = host;
 	}
-	if (dp_create(&dc, &c->dp)) {
-		return FTCC_ERR_SYSTEM;
+	for (uint32_t i = 0; i < c->nlanes; i++) {
+		struct dp_cfg lc = dc;
+
+		/* lane 0 is the engine's data plane as it always was; the others' HELLOs differ */
+		lc.group_id = i ? dc.group_id ^ (ENG_LANE_SALT + i) : dc.group_id;
+		if (dp_create(&lc, &c->lane[i].dp)) {
+			return FTCC_ERR_SYSTEM;
+		}
 	}
 	if (p2p && p2p_create(c, dc.group_id, dc.bind_host, &c->p2p)) {
 		return FTCC_ERR_SYSTEM;
@@ -336,6 +249,65 @@ static int pre_listen(const struct ftcc_config *cfg, const struct ftcc_create_ex
 		return -1;
 	}
 	return fd;
+}
+
+/* This member's blob for the control plane (eng_lane_addr() reads it): lane 0's address, NUL,
+ * the point-to-point address or nothing, and with more lanes NUL and their ports. Its length,
+ * or 0 when it does not fit. */
+static size_t info_of(struct ftcc_comm *c, char *info)
+{
+	size_t len;
+
+	snprintf(info, CTL_INFO_MAX, "%s", dp_addr(c->lane[0].dp));
+	len = strlen(info);
+	if (c->p2p || c->nlanes > 1) {
+		snprintf(info + len + 1, CTL_INFO_MAX - len - 1, "%s",
+			 c->p2p ? p2p_addr(c->p2p) : "");
+		len += 1 + strlen(info + len + 1);
+	}
+	if (c->nlanes > 1) {
+		char ports[CTL_INFO_MAX];
+		size_t off = 0;
+
+		ports[0] = '\0';
+		for (uint32_t i = 1; i < c->nlanes && off < sizeof(ports); i++) {
+			const char *a = dp_addr(c->lane[i].dp), *port = strrchr(a, ':');
+
+			off += (size_t)snprintf(ports + off, sizeof(ports) - off, "%s%s",
+						i > 1 ? "," : "", port ? port + 1 : "0");
+		}
+		snprintf(info + len + 1, CTL_INFO_MAX - len - 1, "%s", ports);
+		len += 1 + strlen(info + len + 1);
+		if (off >= sizeof(ports) || len + 1 >= CTL_INFO_MAX) {
+			return 0; /* cut short: the others would read a wrong port */
+		}
+	}
+	return len;
+}
+
+/* Whether this member runs another number of lanes (FTCC_LANES) than the lowest member of the
+ * group: it cannot take part then, and says why. */
+static int lanes_differ(struct ftcc_comm *c)
+{
+	const struct ctl_member_rec *ref = NULL;
+	struct ctl_view v;
+	char addr[DP_ADDR_MAX];
+	int differ = 0;
+
+	ctl_member_view(c->ctl, &v);
+	for (uint32_t i = 0; v.e && i < v.e->nmembers; i++) {
+		if (!ref || v.e->members[i].id < ref->id) {
+			ref = &v.e->members[i];
+		}
+	}
+	if (ref && eng_lane_addr(ref->info, ref->info_len, 0, c->nlanes, addr)) {
+		ftcc_warn("ftcc_comm_create: member %u of group %s runs FTCC_LANES=%u, member %u "
+			  "another number: FTCC_LANES must be the same on every member",
+			  c->rank, c->group, c->nlanes, ref->id);
+		differ = 1;
+	}
+	ctl_epoch_put(v.e);
+	return differ;
 }
 
 int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create_ext *ext,
@@ -393,11 +365,16 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 		return rc;
 	}
 	/* The engine's data plane address, then the point-to-point one after its NUL. */
-	snprintf(info, sizeof(info), "%s", dp_addr(c->dp));
-	info_len = strlen(info);
-	if (c->p2p) {
-		snprintf(info + info_len + 1, sizeof(info) - info_len - 1, "%s", p2p_addr(c->p2p));
-		info_len += 1 + strlen(info + info_len + 1);
+	info_len = info_of(c, info);
+	if (!info_len) {
+		ftcc_warn("ftcc_comm_create: member %u: the addresses of %u lanes do not fit in %d "
+			  "bytes (FTCC_LANES)",
+			  cfg->rank, c->nlanes, CTL_INFO_MAX);
+		if (lfd >= 0) {
+			close(lfd);
+		}
+		comm_free(c);
+		return FTCC_ERR_INVALID;
 	}
 	mc.group = cfg->group;
 	mc.id = cfg->rank;
@@ -443,18 +420,27 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 		comm_free(c);
 		return rc == -ETIMEDOUT ? FTCC_ERR_TIMEOUT : FTCC_ERR_LOST;
 	}
-	c->next_seq = c->exec_seq = cfg->join ? ctl_member_admitted(c->ctl) : 0;
+	if (lanes_differ(c)) {
+		ctl_member_destroy(c->ctl);
+		comm_free(c);
+		return FTCC_ERR_INVALID;
+	}
+	c->next_seq = cfg->join ? ctl_member_admitted(c->ctl) : 0;
 	if (cfg->join) {
 		ftcc_fault("join", c->next_seq, 0);
 	}
-	ctl_member_progress(c->ctl, c->next_seq, c->exec_seq);
-	if ((c->p2p && p2p_start(c->p2p)) || pthread_create(&c->thread, NULL, executor_main, c)) {
+	ctl_member_progress(c->ctl, c->next_seq, c->next_seq);
+	if ((c->p2p && p2p_start(c->p2p)) || eng_lanes_start(c, c->next_seq)) {
+		pthread_mutex_lock(&c->mu);
+		c->stop = 1;
+		pthread_cond_broadcast(&c->cv);
+		pthread_mutex_unlock(&c->mu);
+		eng_lanes_join(c);
 		p2p_stop(c->p2p);
 		ctl_member_destroy(c->ctl);
 		comm_free(c);
 		return FTCC_ERR_SYSTEM;
 	}
-	c->thread_started = 1;
 	*out = c;
 	return 0;
 }
@@ -480,15 +466,17 @@ static void comm_stop(struct ftcc_comm *c, int graceful)
 	}
 	p2p_stop(c->p2p);
 	atomic_store(&c->aborted, 1);
-	dp_abort(c->dp);
+	for (uint32_t i = 0; i < c->nlanes; i++) {
+		dp_abort(c->lane[i].dp);
+	}
 	pthread_mutex_lock(&c->mu);
 	c->stop = 1;
 	pthread_cond_broadcast(&c->cv);
-	while (c->executing && now_ms() < deadline) {
+	while (eng_lanes_busy(c) && now_ms() < deadline) {
 		deadline_in(&ts, 5);
 		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
 	}
-	idle = !c->executing;
+	idle = !eng_lanes_busy(c);
 	ctl = idle ? c->ctl : NULL;
 	if (idle) {
 		c->ctl = NULL; /* under mu: an op being issued meanwhile no longer reaches it */
@@ -528,9 +516,7 @@ FTCC_API int ftcc_comm_destroy(ftcc_comm_t *c)
 	}
 	/* An op still running after the abort bound left the group already (comm_stop); the
 	 * executor ends with it, then the membership goes. */
-	if (c->thread_started) {
-		pthread_join(c->thread, NULL);
-	}
+	eng_lanes_join(c);
 	if (c->ctl) {
 		ctl_member_destroy(c->ctl);
 	}
@@ -593,175 +579,4 @@ FTCC_API int ftcc_comm_ready(ftcc_comm_t *c)
 FTCC_API const char *ftcc_comm_last_error(ftcc_comm_t *c)
 {
 	return c ? c->last_error : "";
-}
-
-/* The checks of eng_start() before anything is allocated. */
-static int start_check(struct ftcc_comm *c, const struct eng_op *d, ftcc_request_t **req)
-{
-	size_t bytes = d->count * ftcc_dtype_size(d->dtype);
-	const char *s = d->sendbuf, *r = d->recvbuf;
-
-	if (!c || !req || (unsigned)d->dtype >= FTCC_DTYPE_COUNT ||
-	    (unsigned)d->op >= FTCC_REDOP_COUNT || (unsigned)d->codec >= FTCC_CODEC_COUNT ||
-	    (d->count && (!s || !r)) || d->count > FTCC_MAX_COUNT) {
-		return FTCC_ERR_INVALID;
-	}
-	if (s != r && d->count && s < r + bytes && r < s + bytes) {
-		return FTCC_ERR_INVALID; /* overlapping but not in place */
-	}
-	if (atomic_load(&c->aborted)) {
-		return FTCC_ERR_ABORTED;
-	}
-	pthread_mutex_lock(&c->mu);
-	if (c->failed) {
-		pthread_mutex_unlock(&c->mu);
-		return FTCC_ERR_LOST; /* it left the group: ftcc_comm_last_error() says why */
-	}
-	pthread_mutex_unlock(&c->mu);
-	return 0;
-}
-
-int eng_start(struct ftcc_comm *c, const struct eng_op *d, int wake, ftcc_request_t **req)
-{
-	struct ftcc_request *r;
-	int rc = start_check(c, d, req);
-
-	r = rc ? NULL : calloc(1, sizeof(*r));
-	if (!r) {
-		free(d->tmp);
-		return rc ? rc : FTCC_ERR_NOMEM;
-	}
-	r->comm = c;
-	r->sendbuf = d->sendbuf;
-	r->recvbuf = d->recvbuf;
-	r->count = d->count;
-	r->dtype = d->dtype;
-	r->op = d->op;
-	r->codec = d->codec;
-	r->kind = d->kind;
-	r->param = d->param;
-	r->tmp = d->tmp;
-	r->dst = d->dst;
-	r->dst_off = d->dst_off;
-	r->dst_len = d->dst_len;
-	pthread_mutex_lock(&c->mu);
-	if (c->next_seq - c->exec_seq >= FTCC_MAX_INFLIGHT) {
-		pthread_mutex_unlock(&c->mu);
-		free(r->tmp);
-		free(r);
-		return FTCC_ERR_BUSY;
-	}
-	r->seq = c->next_seq++;
-	r->lnext = c->live;
-	if (c->live) {
-		c->live->lprev = r;
-	}
-	c->live = r;
-	if (c->qtail) {
-		c->qtail->next = r;
-	} else {
-		c->qhead = r;
-	}
-	c->qtail = r;
-	if (wake) {
-		pthread_cond_broadcast(&c->cv);
-	}
-	/* the others take a member that has not issued an op they wait in for a straggler */
-	if (c->ctl) {
-		ctl_member_issued(c->ctl, r->seq + 1);
-	}
-	pthread_mutex_unlock(&c->mu);
-	*req = r;
-	return 0;
-}
-
-int eng_collect(struct ftcc_request *r, struct ftcc_record *rec)
-{
-	struct ftcc_comm *c = r->comm;
-	int rc = r->result;
-
-	if (rec) {
-		*rec = r->rec;
-	}
-	pthread_mutex_lock(&c->mu);
-	if (r->lprev) {
-		r->lprev->lnext = r->lnext;
-	} else {
-		c->live = r->lnext;
-	}
-	if (r->lnext) {
-		r->lnext->lprev = r->lprev;
-	}
-	pthread_mutex_unlock(&c->mu);
-	free(r->tmp);
-	free(r);
-	return rc;
-}
-
-FTCC_API int ftcc_test(ftcc_request_t *r, int *done, struct ftcc_record *rec)
-{
-	struct ftcc_comm *c;
-	int fin;
-
-	if (!r || !done) {
-		return FTCC_ERR_INVALID;
-	}
-	if (r->kind == ENG_SEND || r->kind == ENG_RECV || r->kind == ENG_FETCH) {
-		return p2p_test(r, done, rec);
-	}
-	c = r->comm;
-	pthread_mutex_lock(&c->mu);
-	if (!r->done && !c->executing) {
-		pthread_cond_broadcast(&c->cv); /* the executor thread runs it; test never blocks */
-	}
-	fin = r->done;
-	pthread_mutex_unlock(&c->mu);
-	*done = fin;
-	return fin ? eng_collect(r, rec) : 0;
-}
-
-FTCC_API int ftcc_wait(ftcc_request_t *r, struct ftcc_record *rec)
-{
-	struct ftcc_comm *c;
-	struct timespec ts;
-
-	if (!r) {
-		return FTCC_ERR_INVALID;
-	}
-	if (r->kind == ENG_SEND || r->kind == ENG_RECV || r->kind == ENG_FETCH) {
-		return p2p_wait(r, rec);
-	}
-	c = r->comm;
-	pthread_mutex_lock(&c->mu);
-	while (!r->done) {
-		if (!c->executing && !atomic_load(&c->aborted)) {
-			c->executing = 1;
-			execute(c, r);
-			c->executing = 0;
-			pthread_cond_broadcast(&c->cv);
-			continue;
-		}
-		if (atomic_load(&c->aborted) && !c->executing) {
-			/* Nobody will run it any more. */
-			struct ftcc_request **pp = &c->qhead, *prev = NULL;
-
-			while (*pp && *pp != r) {
-				prev = *pp;
-				pp = &(*pp)->next;
-			}
-			if (*pp) {
-				*pp = r->next;
-				if (c->qtail == r) {
-					c->qtail = prev;
-				}
-			}
-			r->result = FTCC_ERR_ABORTED;
-			r->done = 1;
-			break;
-		}
-		deadline_in(&ts, 10);
-		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-	}
-	pthread_mutex_unlock(&c->mu);
-	return eng_collect(r, rec);
 }

@@ -63,19 +63,21 @@ static int final_state_error(struct ftcc_comm *c, int rc)
 	return FTCC_ERR_LOST;
 }
 
-void eng_serve(struct ftcc_comm *c)
+void eng_serve(struct eng_lane *l)
 {
+	struct ftcc_comm *c = l->c;
 	int64_t now = now_ms();
 
-	if (now - c->served_ms < ENG_SERVE_MS || atomic_load(&c->aborted)) {
+	if (now - l->served_ms < ENG_SERVE_MS || atomic_load(&c->aborted)) {
 		return;
 	}
-	c->served_ms = now;
-	dp_progress(c->dp, NULL, 0, 0, NULL);
+	l->served_ms = now;
+	dp_progress(l->dp, NULL, 0, 0, NULL);
 }
 
-int eng_op_epoch(struct ftcc_comm *c, uint64_t seq, const struct ctl_epoch **out)
+int eng_op_epoch(struct eng_lane *l, uint64_t seq, const struct ctl_epoch **out)
 {
+	struct ftcc_comm *c = l->c;
 	int64_t deadline = now_ms() + ftcc_setting_int(FTCC_SET_CONNECT_TIMEOUT_MS);
 	int rc;
 
@@ -107,7 +109,7 @@ int eng_op_epoch(struct ftcc_comm *c, uint64_t seq, const struct ctl_epoch **out
 				      (unsigned long long)seq);
 			return FTCC_ERR_TIMEOUT;
 		}
-		eng_serve(c);
+		eng_serve(l);
 		nap_ms(1);
 	}
 }
@@ -138,11 +140,11 @@ int eng_check(void *arg)
 	return rc;
 }
 
-/* Appends the members of @e not yet in @p[0..*n). */
-static void add_peers(struct dp_peer *p, uint32_t *n, const struct ctl_epoch *e)
+/* Appends the members of @e not yet in @p[0..*n), with their addresses of lane @l. */
+static void add_peers(struct dp_peer *p, uint32_t *n, const struct ctl_epoch *e,
+		      const struct eng_lane *l)
 {
 	for (uint32_t i = 0; i < e->nmembers; i++) {
-		size_t len = e->members[i].info_len;
 		uint32_t k;
 
 		for (k = 0; k < *n && p[k].id != e->members[i].id; k++) {
@@ -152,17 +154,17 @@ static void add_peers(struct dp_peer *p, uint32_t *n, const struct ctl_epoch *e)
 		}
 		p[k].id = e->members[i].id;
 		p[k].incarnation = e->members[i].incarnation;
-		if (len >= sizeof(p[k].addr)) {
-			len = sizeof(p[k].addr) - 1;
-		}
-		memcpy(p[k].addr, e->members[i].info, len);
-		p[k].addr[len] = '\0';
+		/* A member with another number of lanes (it does not stay: lanes_differ()) gets
+		 * its lane 0 address, which refuses this lane's HELLOs. */
+		(void)eng_lane_addr(e->members[i].info, e->members[i].info_len, l->idx,
+				    l->c->nlanes, p[k].addr);
 		(*n)++;
 	}
 }
 
-int eng_dp_peers(struct ftcc_comm *c, const struct ctl_epoch *e)
+int eng_dp_peers(struct eng_lane *l, const struct ctl_epoch *e)
 {
+	struct ftcc_comm *c = l->c;
 	struct dp_peer *p;
 	struct ctl_view v;
 	uint32_t n = 0;
@@ -171,7 +173,7 @@ int eng_dp_peers(struct ftcc_comm *c, const struct ctl_epoch *e)
 	/* The newest epoch's members and @e's: an op of an older epoch must not cut the links
 	 * to members that joined since (they may be sending for later ops already). */
 	ctl_member_view(c->ctl, &v);
-	if (c->dp_epoch == e->epoch && (!v.e || c->dp_newest == v.e->epoch)) {
+	if (l->dp_epoch == e->epoch && (!v.e || l->dp_newest == v.e->epoch)) {
 		ctl_epoch_put(v.e);
 		return 0;
 	}
@@ -181,14 +183,14 @@ int eng_dp_peers(struct ftcc_comm *c, const struct ctl_epoch *e)
 		return -ENOMEM;
 	}
 	if (v.e) {
-		add_peers(p, &n, v.e);
+		add_peers(p, &n, v.e, l);
 	}
-	add_peers(p, &n, e);
-	rc = dp_set_peers(c->dp, p, n);
+	add_peers(p, &n, e, l);
+	rc = dp_set_peers(l->dp, p, n);
 	free(p);
 	if (rc == 0) {
-		c->dp_epoch = e->epoch;
-		c->dp_newest = v.e ? v.e->epoch : 0;
+		l->dp_epoch = e->epoch;
+		l->dp_newest = v.e ? v.e->epoch : 0;
 	}
 	ctl_epoch_put(v.e);
 	return rc;
@@ -266,9 +268,10 @@ void eng_shape_text(uint64_t shape, char *buf, size_t len)
 }
 
 /* Runs a fresh attempt of @r among the members of @e. */
-static int run_attempt(struct ftcc_comm *c, struct ftcc_request *r, const struct ctl_epoch *e,
+static int run_attempt(struct eng_lane *l, struct ftcc_request *r, const struct ctl_epoch *e,
 		       const void *input, struct eng_att *att, uint32_t *bad_peer)
 {
+	struct ftcc_comm *c = l->c;
 	size_t esz = ftcc_dtype_size(r->dtype), bytes = r->count * esz;
 	uint32_t ids[FTCC_MAX_MEMBERS], i;
 	/* gen - 1: the first check looks at the epoch whatever happened before it. */
@@ -292,18 +295,18 @@ static int run_attempt(struct ftcc_comm *c, struct ftcc_request *r, const struct
 	att->nchunks = att->algo == ALGO_AG ? c->size : algo_chunks(att->algo, e->nmembers);
 	contrib_of(e, att);
 	if (!self_contributes(e)) {
-		if (grow(&c->ident, &c->ident_len, bytes)) {
+		if (grow(&l->ident, &l->ident_len, bytes)) {
 			return -ENOMEM;
 		}
-		eng_identity(c->ident, r->count, r->dtype, r->op);
-		input = c->ident;
+		eng_identity(l->ident, r->count, r->dtype, r->op);
+		input = l->ident;
 	}
-	if (grow(&c->scratch, &c->scratch_len,
+	if (grow(&l->scratch, &l->scratch_len,
 		 algo_scratch_bytes(att->algo, e->nmembers, r->count, r->dtype, r->codec) + 64)) {
 		return -ENOMEM;
 	}
 	memset(&a, 0, sizeof(a));
-	a.dp = c->dp;
+	a.dp = l->dp;
 	a.seq = r->seq;
 	a.epoch = e->epoch;
 	a.n = e->nmembers;
@@ -317,7 +320,7 @@ static int run_attempt(struct ftcc_comm *c, struct ftcc_request *r, const struct
 	a.codec = r->codec;
 	a.slots = c->size;
 	a.shape = att->shape;
-	a.scratch = c->scratch;
+	a.scratch = l->scratch;
 	a.have = att->have;
 	a.check = eng_check;
 	a.check_arg = &k;
@@ -347,9 +350,10 @@ static enum ctl_evidence evidence_of(int rc)
 /* After a failed attempt: tells the membership what the data plane saw (again every
  * ENG_REPORT_MS: a report sent while the coordinator's link was down is lost), then waits,
  * bounded, until op @seq belongs to an epoch other than @epoch. 0 or an FTCC_ERR_*. */
-static int after_failure(struct ftcc_comm *c, uint64_t seq, uint64_t epoch, int rc,
+static int after_failure(struct eng_lane *l, uint64_t seq, uint64_t epoch, int rc,
 			 uint32_t bad_peer)
 {
+	struct ftcc_comm *c = l->c;
 	/* The coordinator needs at most the failure timeout to hear silence, plus as much for
 	 * a takeover and for a link judged broken for good. */
 	int64_t bound = 4 * c->timeout_ms + 2000;
@@ -413,7 +417,7 @@ static int after_failure(struct ftcc_comm *c, uint64_t seq, uint64_t epoch, int 
 				      (unsigned long long)epoch, strerror(-rc));
 			return FTCC_ERR_LOST;
 		}
-		eng_serve(c);
+		eng_serve(l);
 		ctl_member_wait(c->ctl, epoch + 1, 5);
 	}
 }
@@ -463,19 +467,19 @@ static void finish_op(struct ftcc_comm *c, struct ftcc_request *r, const struct 
 
 /* Remembers a completed op for the exchanges of epochs newer than @epoch (the one it completed
  * in: its exchanges there are over); with @keep a copy of its result (before the degraded
- * policy scaled it: what the peer computes too), which is dropped two ops later (the peer that
- * took part in the next op completed this one before it). Out of memory, no copy: the op stays
+ * policy scaled it: what the peer computes too), which is dropped two ops of its lane later (the
+ * peer that took part in the lane's next op completed this one before it: the gate). Out of memory, no copy: the op stays
  * correct, and only a broken link in the same op would leave the peer without it. */
-static void remember(struct ftcc_comm *c, const struct ftcc_request *r, const struct eng_att *att,
+static void remember(struct eng_lane *l, const struct ftcc_request *r, const struct eng_att *att,
 		     uint64_t epoch, int keep)
 {
-	struct eng_done *d = &c->done[r->seq % ENG_DONE_RING];
+	struct eng_done *d = &l->done[r->seq % ENG_DONE_RING];
 	size_t bytes = r->count * ftcc_dtype_size(r->dtype);
-	unsigned k = (unsigned)(r->seq & 1);
+	unsigned k = (unsigned)((r->seq / l->c->nlanes) & 1); /* its turn in the lane */
 
-	if (c->copyowner[k]) {
-		c->copyowner[k]->copy = NULL; /* an op two back: its buffer is this op's now */
-		c->copyowner[k] = NULL;
+	if (l->copyowner[k]) {
+		l->copyowner[k]->copy = NULL; /* an op two back: its buffer is this op's now */
+		l->copyowner[k] = NULL;
 	}
 	d->seq = r->seq;
 	d->att = *att;
@@ -487,9 +491,9 @@ static void remember(struct ftcc_comm *c, const struct ftcc_request *r, const st
 		d->copy = d;
 		d->count = 0;
 		d->dtype = r->dtype;
-	} else if (keep && grow(&c->copybuf[k], &c->copycap[k], bytes) == 0) {
-		d->copy = c->copybuf[k];
-		c->copyowner[k] = d;
+	} else if (keep && grow(&l->copybuf[k], &l->copycap[k], bytes) == 0) {
+		d->copy = l->copybuf[k];
+		l->copyowner[k] = d;
 		memcpy(d->copy, r->recvbuf, bytes);
 		d->count = r->count;
 		d->dtype = r->dtype;
@@ -500,9 +504,10 @@ static void remember(struct ftcc_comm *c, const struct ftcc_request *r, const st
  * member of the epoch computed alike; @att is this member's, marked): the op fails here as on
  * every member, an in-place buffer gets its input back, and the op is remembered so that a
  * later epoch reopening it ends it the same way. */
-static void end_mismatch(struct ftcc_comm *c, struct ftcc_request *r, const struct rs_decision *d,
+static void end_mismatch(struct eng_lane *l, struct ftcc_request *r, const struct rs_decision *d,
 			 const struct eng_att *att, uint64_t epoch)
 {
+	struct ftcc_comm *c = l->c;
 	size_t bytes = r->count * ftcc_dtype_size(r->dtype);
 	char sa[64], sb[64];
 
@@ -514,9 +519,9 @@ static void end_mismatch(struct ftcc_comm *c, struct ftcc_request *r, const stru
 		      (unsigned long long)r->seq, d->mm_id[0], sa, d->mm_id[1], sb);
 	ftcc_warn("engine: group %s: %s", c->group, c->last_error);
 	if (r->sendbuf == r->recvbuf && bytes) {
-		memcpy(r->recvbuf, c->keep, bytes);
+		memcpy(r->recvbuf, l->keep, bytes);
 	}
-	remember(c, r, att, epoch, 0);
+	remember(l, r, att, epoch, 0);
 	memset(&r->rec, 0, sizeof(r->rec));
 	r->rec.seq = r->seq;
 	r->rec.epoch = epoch;
@@ -524,15 +529,16 @@ static void end_mismatch(struct ftcc_comm *c, struct ftcc_request *r, const stru
 	r->result = FTCC_ERR_MISMATCH;
 }
 
-static void warn_epoch(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq)
+static void warn_epoch(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq)
 {
+	struct ftcc_comm *c = l->c;
 	char list[256];
 	size_t off = 0;
 
-	if (e->epoch <= c->last_warned_epoch) {
+	if (e->epoch <= l->last_warned_epoch) {
 		return;
 	}
-	c->last_warned_epoch = e->epoch;
+	l->last_warned_epoch = e->epoch;
 	list[0] = '\0';
 	for (uint32_t i = 0; i < e->nmembers && off + 12 < sizeof(list); i++) {
 		off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%u", i ? "," : "",
@@ -542,8 +548,9 @@ static void warn_epoch(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t 
 		  (unsigned long long)seq, (unsigned long long)e->epoch, list);
 }
 
-void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
+void eng_run_op(struct eng_lane *l, struct ftcc_request *r)
 {
+	struct ftcc_comm *c = l->c;
 	size_t bytes = r->count * ftcc_dtype_size(r->dtype);
 	const void *input = r->sendbuf;
 	struct eng_att att = { .shape = eng_shape(r) };
@@ -553,7 +560,7 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 
 	if (r->sendbuf == r->recvbuf && bytes) {
 		/* In place: the input is kept until the op is settled, for a redo. */
-		if (ftcc_fault("input", r->seq, 0) || grow(&c->keep, &c->keep_len, bytes)) {
+		if (ftcc_fault("input", r->seq, 0) || grow(&l->keep, &l->keep_len, bytes)) {
 			eng_set_error(c,
 				      "op %llu: out of memory keeping the input of an in-place op "
 				      "(%zu bytes)",
@@ -561,8 +568,8 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 			r->result = FTCC_ERR_NOMEM;
 			return;
 		}
-		memcpy(c->keep, r->sendbuf, bytes);
-		input = c->keep;
+		memcpy(l->keep, r->sendbuf, bytes);
+		input = l->keep;
 	} else if (ftcc_fault("input", r->seq, 0)) {
 		/* out of place, the "fail" action still stands for a failed allocation */
 		eng_set_error(c, "op %llu: out of memory (FTCC_FAULT)", (unsigned long long)r->seq);
@@ -575,15 +582,15 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 		uint64_t ep;
 		int window;
 
-		eng_sync_done(c);
-		rc = eng_op_epoch(c, r->seq, &e);
+		eng_sync_done(l);
+		rc = eng_op_epoch(l, r->seq, &e);
 		if (rc) {
 			r->result = rc;
 			return;
 		}
 		/* A commit may have become visible after the sync above: the completed ops this
 		 * epoch reopens are reported before this member's own exchange in it. */
-		eng_sync_epoch(c, e);
+		eng_sync_epoch(l, e);
 		if (c->failed) {
 			/* it gave up there (and left): nothing it returns now is the group's */
 			ctl_epoch_put(e);
@@ -597,26 +604,26 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 		}
 		last_epoch = ep;
 		window = e->epoch > 1 && r->seq >= e->boundary && r->seq < e->boundary + ENG_WINDOW;
-		rc = eng_dp_peers(c, e);
+		rc = eng_dp_peers(l, e);
 		/* the members of the op: a joiner whose first op is later is not one of them */
-		pe = rc ? NULL : eng_op_view(c, e, r->seq);
+		pe = rc ? NULL : eng_op_view(l, e, r->seq);
 		if (rc == 0 && (!pe || pe->self_index < 0)) {
 			rc = -ENOMEM;
 		}
 		if (rc == 0 && window) {
-			rc = eng_exchange(c, pe, r->seq, &att, 0, &d, &bad);
+			rc = eng_exchange(l, pe, r->seq, &att, 0, &d, &bad);
 		} else if (rc == 0) {
 			d.kind = RS_RUN;
 		}
 		if (warn_due && (rc || d.kind != RS_MISMATCH)) {
-			warn_epoch(c, e, r->seq);
+			warn_epoch(l, e, r->seq);
 			warn_due = 0;
 		}
 		if (rc == 0) {
 			switch (d.kind) {
 			case RS_RUN:
 				attempts++;
-				rc = run_attempt(c, r, pe, input, &att, &bad);
+				rc = run_attempt(l, r, pe, input, &att, &bad);
 				break;
 			case RS_FINISH:
 			case RS_DONE:
@@ -633,7 +640,7 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 				if (d.kind == RS_FINISH) {
 					resumed = 1;
 					ftcc_fault("fill", r->seq, 0);
-					rc = eng_fill(c, pe, r->seq, r, &d, att.shape, &bad);
+					rc = eng_fill(l, pe, r->seq, r, &d, att.shape, &bad);
 					if (rc == 0) {
 						for (uint32_t k = 0; k < att.nchunks; k++) {
 							algo_have_set(att.have, k);
@@ -654,10 +661,10 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 				att.mm_shape = d.mm_shape[att.shape == d.mm_shape[0]];
 				/* a member that returned it waited for every decision: no
 				 * notices now (it would send none) */
-				rc = d.mm_ended ? 0 : eng_have(c, pe, r->seq, 0, &bad);
+				rc = d.mm_ended ? 0 : eng_have(l, pe, r->seq, 0, &bad);
 				if (rc == 0) {
 					ctl_epoch_put(e);
-					end_mismatch(c, r, &d, &att, ep);
+					end_mismatch(l, r, &d, &att, ep);
 					return;
 				}
 				break;
@@ -669,7 +676,7 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 		if (rc == 0 && d.kind != RS_DONE && d.kind != RS_MISMATCH && pe->nmembers >= 2 &&
 		    !two_rd) {
 			ftcc_fault("have", r->seq, 0);
-			rc = eng_have(c, pe, r->seq, att.shape, &bad);
+			rc = eng_have(l, pe, r->seq, att.shape, &bad);
 		}
 		ctl_epoch_put(e);
 		if (rc == 0) {
@@ -679,13 +686,13 @@ void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r)
 			ftcc_warn("engine: op %llu: the resume reports contradict each other",
 				  (unsigned long long)r->seq);
 		}
-		rc = after_failure(c, r->seq, ep, rc, bad);
+		rc = after_failure(l, r->seq, ep, rc, bad);
 		if (rc) {
 			r->result = rc;
 			return;
 		}
 	}
 	/* before the policy scales the result; a DONE decision leaves nobody lacking it */
-	remember(c, r, &att, last_epoch, two_rd && d.kind != RS_DONE);
+	remember(l, r, &att, last_epoch, two_rd && d.kind != RS_DONE);
 	finish_op(c, r, &att, attempts ? attempts : 1, resumed);
 }

@@ -16,10 +16,16 @@
 #include "ftcc/dp.h"
 #include "ftcc/resume.h"
 
+/* Lanes: op seq runs on lane seq % nlanes, each lane with a thread and a data plane of its own,
+ * so that up to nlanes consecutive ops are in flight at once (FTCC_LANES, the same on every
+ * member). Op seq starts only once every op up to seq - nlanes completed here (the gate): a
+ * member that takes part in op seq + nlanes has completed op seq. */
+#define ENG_LANES_MAX 8
+#define ENG_LANE_SALT 0x6c616e6500000000ull /* lane i > 0: its HELLOs are not lane 0's */
 /* Ops from a new epoch's boundary that start with a resume exchange: the members may have
- * begun at most CTL_JOIN_SLACK ops past their progress report in the old epoch, plus the op in
- * flight and the one after it. */
-#define ENG_WINDOW (CTL_JOIN_SLACK + 2)
+ * begun at most CTL_JOIN_SLACK ops past their progress report in the old epoch, plus the ops in
+ * flight (one per lane) and the one after them. */
+#define ENG_WINDOW (CTL_JOIN_SLACK + ENG_LANES_MAX + 1)
 /* Completed ops remembered for the exchanges of later epochs. */
 #define ENG_DONE_RING 64
 
@@ -116,33 +122,22 @@ struct eng_done {
 	enum ftcc_dtype dtype;
 };
 
-/* One member of a group: the membership, the data plane, the op queue and the executor. */
-struct ftcc_comm {
-	struct ctl_member *ctl;
-	struct dp *dp;
-	struct p2p *p2p; /* point-to-point messages, NULL when not started (p2p.h) */
-	char group[64];
-	uint32_t rank, size;
-	enum ftcc_degraded degraded;
-	uint64_t incarnation;
+struct ftcc_comm;
 
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
+/* One lane: its ops' queue, data plane and executor state. */
+struct eng_lane {
+	struct ftcc_comm *c;
+	uint32_t idx;
+	struct dp *dp;
 	pthread_t thread;
 	int thread_started;
-	int stop;			    /* under mu */
-	atomic_int aborted;		    /* abort or destroy began */
-	int executing;			    /* a thread runs ops (under mu) */
-	struct ftcc_request *qhead, *qtail; /* not yet run, in seq order (under mu) */
-	struct ftcc_request *live;	    /* not collected yet, freed by destroy (under mu) */
-	uint64_t next_seq;		    /* given to the next op started (under mu) */
-	uint64_t exec_seq;		    /* the next op to run (executor's) */
-	int failed;	     /* gave up (left the group): the sticky error (under mu) */
-	int64_t timeout_ms;  /* the failure timeout in effect */
-	atomic_uint ctl_gen; /* bumped on every membership change */
-	unsigned sync_gen;   /* executor's: ctl_gen at the last sync */
+	int executing;			    /* a thread runs its ops (under c->mu) */
+	struct ftcc_request *qhead, *qtail; /* not yet run, in seq order (under c->mu) */
+	uint64_t exec_seq;		    /* its next op to run: its ops below are done (under
+					     * c->mu) */
+	unsigned sync_gen;		    /* ctl_gen at the last sync */
 
-	/* Executor's (whoever holds executing): */
+	/* Its executor's (whoever holds executing): */
 	int64_t served_ms;  /* eng_serve() last ran */
 	uint64_t dp_epoch;  /* epoch whose members the data plane knows */
 	uint64_t dp_newest; /* and the newest epoch it also knows */
@@ -155,14 +150,53 @@ struct ftcc_comm {
 	size_t ident_len;
 	struct ctl_epoch *opv; /* eng_op_view()'s buffer */
 	size_t opv_cap;
-	void *copybuf[2]; /* eng_done copies, by op parity */
+	void *copybuf[2]; /* eng_done copies, by the parity of the op's turn in the lane */
 	size_t copycap[2];
 	struct eng_done *copyowner[2]; /* the entry whose copy is in copybuf[k], or NULL */
 	struct rs_report *reports;     /* FTCC_MAX_MEMBERS, for the resume exchanges */
 	uint64_t last_warned_epoch;
+};
+
+/* One member of a group: the membership, the lanes, the point-to-point plane. */
+struct ftcc_comm {
+	struct ctl_member *ctl;
+	struct eng_lane lane[ENG_LANES_MAX];
+	uint32_t nlanes;
+	struct p2p *p2p; /* point-to-point messages, NULL when not started (p2p.h) */
+	char group[64];
+	uint32_t rank, size;
+	enum ftcc_degraded degraded;
+	uint64_t incarnation;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int stop;		   /* under mu */
+	atomic_int aborted;	   /* abort or destroy began */
+	struct ftcc_request *live; /* not collected yet, freed by destroy (under mu) */
+	uint64_t next_seq;	   /* given to the next op started (under mu) */
+	int failed;		   /* gave up (left the group): the sticky error (under mu) */
+	int64_t timeout_ms;	   /* the failure timeout in effect */
+	atomic_uint ctl_gen;	   /* bumped on every membership change */
 
 	char last_error[256]; /* under mu */
 };
+
+/* The lane of op @seq. */
+static inline struct eng_lane *eng_lane_of(struct ftcc_comm *c, uint64_t seq)
+{
+	return &c->lane[seq % c->nlanes];
+}
+
+/* The first op not completed here (every op below it is): the lowest lane's next op. Under
+ * c->mu. */
+uint64_t eng_done_below(const struct ftcc_comm *c);
+
+/* Lane @idx's data plane address for member @m of an epoch (the control plane's info blob:
+ * lane 0's "host:port", NUL, the point-to-point address or nothing, NUL, the other lanes'
+ * ports "p1,p2,..."; lanes beyond 0 listen on lane 0's host) into @out (DP_ADDR_MAX). 0, or
+ * -EPROTO when the blob names another number of lanes than @nlanes (then @out holds lane 0's
+ * address). */
+int eng_lane_addr(const uint8_t *info, size_t len, uint32_t idx, uint32_t nlanes, char *out);
 
 /* The shape of op @r as every data frame and resume report carries it (dp.h, resume.h): its
  * kind (enum eng_kind) in bits 0-3, codec in 4-7, param in 8-23 (an allreduce's or
@@ -172,38 +206,45 @@ uint64_t eng_shape(const struct ftcc_request *r);
 /* "@count x @type @op" of @shape into @buf. */
 void eng_shape_text(uint64_t shape, char *buf, size_t len);
 
+/* Starts the lanes' threads, the first op being @first. 0 or FTCC_ERR_SYSTEM (the threads
+ * started are marked; eng_lanes_join() ends them once c->stop is set). */
+int eng_lanes_start(struct ftcc_comm *c, uint64_t first);
+/* Whether a thread runs ops of some lane (under c->mu). */
+int eng_lanes_busy(struct ftcc_comm *c);
+void eng_lanes_join(struct ftcc_comm *c);
+
 /* Starts op @d (checked here: FTCC_ERR_INVALID for bad arguments) and queues it; @wake: tell the
  * executor thread. 0 and *@req, or an FTCC_ERR_*; @d->tmp is freed on an error. */
 int eng_start(struct ftcc_comm *c, const struct eng_op *d, int wake, ftcc_request_t **req);
 /* What the kind of op @r does once the engine ran it (colls.c): a broadcast without its root
  * fails, a reduce-scatter's slot is copied out. Executor only. */
-void eng_coll_finish(struct ftcc_comm *c, struct ftcc_request *r);
+void eng_coll_finish(struct eng_lane *l, struct ftcc_request *r);
 
 /* Hands the result of ended request @r to its caller (and @rec), and frees it. */
 int eng_collect(struct ftcc_request *r, struct ftcc_record *rec);
 
 /* Runs op @r to its end (any number of attempts); fills r->result and r->rec. Executor only. */
-void eng_run_op(struct ftcc_comm *c, struct ftcc_request *r);
+void eng_run_op(struct eng_lane *l, struct ftcc_request *r);
 
 /* Reports the completed ops a newer epoch reopens (members still finishing them wait for these
  * reports). Executor only; cheap when nothing changed. */
-void eng_sync_done(struct ftcc_comm *c);
+void eng_sync_done(struct eng_lane *l);
 /* The same for epoch @e: every completed op from its boundary (within ENG_WINDOW) not yet
  * reported in it. Called before this member's own exchanges in @e, whose frames come after
  * those reports on every link (the tag order). Executor only. */
-void eng_sync_epoch(struct ftcc_comm *c, const struct ctl_epoch *e);
+void eng_sync_epoch(struct eng_lane *l, const struct ctl_epoch *e);
 
 /* The members of @e that take part in op @seq (those whose start is at or below it: a joiner
  * admitted from a later op is not part of the ops below it, even in an epoch that reopened
  * them): @e itself when all do, else a filtered copy in the executor's buffer, valid until the
  * next call. NULL when out of memory. Executor only. */
-const struct ctl_epoch *eng_op_view(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq);
+const struct ctl_epoch *eng_op_view(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq);
 
 /* Answers the data plane's new connections (accepts, HELLOs, the rest of abandoned frames)
  * while no op moves data: between ops and while waiting for an epoch. A peer that reconnects
  * meanwhile is answered, not left to take this member for unreachable. At most every
  * ENG_SERVE_MS. Executor only. */
-void eng_serve(struct ftcc_comm *c);
+void eng_serve(struct eng_lane *l);
 
 /* This member gives up: it leaves the group (LEAVE with @why, so the others finish without it
  * at once) and every later op fails with FTCC_ERR_LOST. */
@@ -216,11 +257,11 @@ void eng_set_error(struct ftcc_comm *c, const char *fmt, ...) __attribute__((for
 void eng_identity(void *buf, size_t count, enum ftcc_dtype dtype, enum ftcc_redop op);
 
 /* Makes sure the data plane knows the members of @e. 0 or -errno. */
-int eng_dp_peers(struct ftcc_comm *c, const struct ctl_epoch *e);
+int eng_dp_peers(struct eng_lane *l, const struct ctl_epoch *e);
 
 /* Waits until op @seq belongs to an epoch (not fenced); *@out is a reference. 0 or an
  * FTCC_ERR_*. Bounded. */
-int eng_op_epoch(struct ftcc_comm *c, uint64_t seq, const struct ctl_epoch **out);
+int eng_op_epoch(struct eng_lane *l, uint64_t seq, const struct ctl_epoch **out);
 
 /* The data plane's check callback: nonzero when the epoch of op *(uint64_t *)... changed. */
 struct eng_check {
@@ -234,17 +275,17 @@ int eng_check(void *arg);
 /* The resume exchange of op @seq in epoch @e: sends this member's report (@mine, with the
  * RS_F_* @flags: COMPLETED|SERVE from a member that returned the op and kept a copy), gathers
  * everyone's, decides. 0 or an error (dp's, or the check's). */
-int eng_exchange(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq,
+int eng_exchange(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq,
 		 const struct eng_att *mine, uint32_t flags, struct rs_decision *d,
 		 uint32_t *bad_peer);
 
 /* Pushes and receives the chunks of attempt @d that members of @e lack (reports from the
  * exchange). 0 or an error. */
-int eng_fill(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, struct ftcc_request *r,
+int eng_fill(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, struct ftcc_request *r,
 	     const struct rs_decision *d, uint64_t shape, uint32_t *bad_peer);
 
 /* The have notices of op @seq (of @shape) among the members of @e. 0 or an error. */
-int eng_have(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, uint64_t shape,
+int eng_have(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, uint64_t shape,
 	     uint32_t *bad_peer);
 
 #endif

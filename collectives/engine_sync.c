@@ -24,9 +24,10 @@ static struct dp_tag tag_of(uint64_t seq, uint64_t epoch, uint32_t phase, uint32
 	return t;
 }
 
-static int run_xfers(struct ftcc_comm *c, struct dp_xfer *x, int n, uint64_t seq, uint64_t epoch,
+static int run_xfers(struct eng_lane *l, struct dp_xfer *x, int n, uint64_t seq, uint64_t epoch,
 		     uint32_t *bad_peer)
 {
+	struct ftcc_comm *c = l->c;
 	struct eng_check k = {
 		.c = c, .seq = seq, .epoch = epoch, .gen = atomic_load(&c->ctl_gen) - 1u
 	};
@@ -34,7 +35,7 @@ static int run_xfers(struct ftcc_comm *c, struct dp_xfer *x, int n, uint64_t seq
 	if (n == 0) {
 		return 0;
 	}
-	return dp_run(c->dp, x, n, eng_check, &k, ENG_CHECK_MS, bad_peer);
+	return dp_run(l->dp, x, n, eng_check, &k, ENG_CHECK_MS, bad_peer);
 }
 
 static void report_of(const struct eng_att *att, uint32_t id, uint64_t seq, uint32_t flags,
@@ -62,10 +63,11 @@ static void report_of(const struct eng_att *att, uint32_t id, uint64_t seq, uint
 	}
 }
 
-int eng_exchange(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq,
+int eng_exchange(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq,
 		 const struct eng_att *mine, uint32_t flags, struct rs_decision *d,
 		 uint32_t *bad_peer)
 {
+	struct ftcc_comm *c = l->c;
 	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, i;
 	struct dp_xfer *x;
 	uint8_t *bufs;
@@ -78,13 +80,13 @@ int eng_exchange(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq,
 		free(bufs);
 		return -ENOMEM;
 	}
-	report_of(mine, c->rank, seq, flags, &c->reports[self]);
+	report_of(mine, c->rank, seq, flags, &l->reports[self]);
 	if (flags & RS_F_COMPLETED) {
 		for (i = 0; i < mine->nchunks; i++) {
-			algo_have_set(c->reports[self].have, i);
+			algo_have_set(l->reports[self].have, i);
 		}
 	}
-	resume_encode(&c->reports[self], bufs + (size_t)n * RS_WIRE_SIZE);
+	resume_encode(&l->reports[self], bufs + (size_t)n * RS_WIRE_SIZE);
 	for (i = 0; i < n; i++) {
 		if (i == self) {
 			continue;
@@ -101,13 +103,13 @@ int eng_exchange(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq,
 					    .len = RS_WIRE_SIZE };
 	}
 	ftcc_fault("report", seq, 0);
-	rc = run_xfers(c, x, nx, seq, e->epoch, bad_peer);
+	rc = run_xfers(l, x, nx, seq, e->epoch, bad_peer);
 	for (i = 0; rc == 0 && i < n; i++) {
 		if (i == self) {
 			continue;
 		}
-		if (resume_decode(bufs + (size_t)i * RS_WIRE_SIZE, &c->reports[i]) ||
-		    c->reports[i].id != e->members[i].id || c->reports[i].seq != seq) {
+		if (resume_decode(bufs + (size_t)i * RS_WIRE_SIZE, &l->reports[i]) ||
+		    l->reports[i].id != e->members[i].id || l->reports[i].seq != seq) {
 			ftcc_warn("engine: op %llu: malformed resume report from member %u",
 				  (unsigned long long)seq, e->members[i].id);
 			*bad_peer = e->members[i].id;
@@ -115,7 +117,7 @@ int eng_exchange(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq,
 		}
 	}
 	if (rc == 0) {
-		rc = resume_decide(c->reports, n, d);
+		rc = resume_decide(l->reports, n, d);
 		if (rc) {
 			*bad_peer = c->rank;
 		} else {
@@ -143,7 +145,7 @@ static int holds(const struct rs_report *r, const struct rs_decision *d, uint32_
 	return (r->flags & RS_F_COMPLETED) || algo_have_get(r->have, ch);
 }
 
-int eng_fill(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, struct ftcc_request *r,
+int eng_fill(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, struct ftcc_request *r,
 	     const struct rs_decision *d, uint64_t shape, uint32_t *bad_peer)
 {
 	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, ch, i;
@@ -168,7 +170,7 @@ int eng_fill(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, struc
 					     .len = len * esz,
 					     .shape = shape };
 
-			if (holds(&c->reports[i], d, ch) || i == prov) {
+			if (holds(&l->reports[i], d, ch) || i == prov) {
 				continue;
 			}
 			if (prov == self) {
@@ -193,12 +195,12 @@ int eng_fill(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, struc
 			x[nx++] = t;
 		}
 	}
-	rc = run_xfers(c, x, (int)nx, seq, e->epoch, bad_peer);
+	rc = run_xfers(l, x, (int)nx, seq, e->epoch, bad_peer);
 	free(x);
 	return rc;
 }
 
-int eng_have(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, uint64_t shape,
+int eng_have(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, uint64_t shape,
 	     uint32_t *bad_peer)
 {
 	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, i;
@@ -231,7 +233,7 @@ int eng_have(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, uint6
 					    .len = sizeof(uint64_t),
 					    .shape = shape };
 	}
-	rc = run_xfers(c, x, nx, seq, e->epoch, bad_peer);
+	rc = run_xfers(l, x, nx, seq, e->epoch, bad_peer);
 	free(vals);
 	free(x);
 	return rc;
@@ -239,25 +241,26 @@ int eng_have(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq, uint6
 
 /* A completed op that kept a copy (eng_done): the whole exchange, as a member still in the op
  * would run it, and the chunks the decision asks of this member, from the copy. */
-static int serve_done(struct ftcc_comm *c, const struct ctl_epoch *e, struct eng_done *dn,
+static int serve_done(struct eng_lane *l, const struct ctl_epoch *e, struct eng_done *dn,
 		      uint32_t *bad)
 {
 	struct ftcc_request fake = {
 		.seq = dn->seq, .recvbuf = dn->copy, .count = dn->count, .dtype = dn->dtype
 	};
 	struct rs_decision d;
-	int rc = eng_exchange(c, e, dn->seq, &dn->att, RS_F_COMPLETED | RS_F_SERVE, &d, bad);
+	int rc = eng_exchange(l, e, dn->seq, &dn->att, RS_F_COMPLETED | RS_F_SERVE, &d, bad);
 
 	if (rc == 0 && d.kind == RS_FINISH) {
-		rc = eng_fill(c, e, dn->seq, &fake, &d, dn->att.shape, bad);
+		rc = eng_fill(l, e, dn->seq, &fake, &d, dn->att.shape, bad);
 	}
 	return rc;
 }
 
 /* Sends the completed report of done entry @dn to every other member of @e (with a copy kept:
  * the whole exchange, serving what is missing). */
-static int report_done(struct ftcc_comm *c, const struct ctl_epoch *e, struct eng_done *dn)
+static int report_done(struct eng_lane *l, const struct ctl_epoch *e, struct eng_done *dn)
 {
+	struct ftcc_comm *c = l->c;
 	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, i, bad = UINT32_MAX;
 	uint8_t buf[RS_WIRE_SIZE];
 	struct rs_report rep;
@@ -265,7 +268,7 @@ static int report_done(struct ftcc_comm *c, const struct ctl_epoch *e, struct en
 	int nx = 0, rc;
 
 	if (dn->copy) {
-		rc = serve_done(c, e, dn, &bad);
+		rc = serve_done(l, e, dn, &bad);
 		goto out;
 	}
 	x = calloc(n, sizeof(*x));
@@ -287,7 +290,7 @@ static int report_done(struct ftcc_comm *c, const struct ctl_epoch *e, struct en
 						  .len = RS_WIRE_SIZE };
 		}
 	}
-	rc = run_xfers(c, x, nx, dn->seq, e->epoch, &bad);
+	rc = run_xfers(l, x, nx, dn->seq, e->epoch, &bad);
 	free(x);
 out:
 	if (rc == -EPIPE || rc == -EPROTO || rc == -EHOSTUNREACH || rc == -ENOMSG) {
@@ -300,27 +303,28 @@ out:
 	return rc;
 }
 
-void eng_sync_epoch(struct ftcc_comm *c, const struct ctl_epoch *e)
+void eng_sync_epoch(struct eng_lane *l, const struct ctl_epoch *e)
 {
+	struct ftcc_comm *c = l->c;
 	if (!e || e->epoch <= 1 || e->self_index < 0) {
 		return;
 	}
-	for (uint64_t s = e->boundary; s < e->boundary + ENG_WINDOW && s < c->exec_seq; s++) {
-		struct eng_done *dn = &c->done[s % ENG_DONE_RING];
+	for (uint64_t s = e->boundary; s < e->boundary + ENG_WINDOW && s < l->exec_seq; s++) {
+		struct eng_done *dn = &l->done[s % ENG_DONE_RING];
 		int rc;
 
 		if (dn->seq != s || dn->reported >= e->epoch) {
 			continue;
 		}
-		int prc = eng_dp_peers(c, e);
-		const struct ctl_epoch *pe = prc ? NULL : eng_op_view(c, e, s);
+		int prc = eng_dp_peers(l, e);
+		const struct ctl_epoch *pe = prc ? NULL : eng_op_view(l, e, s);
 
 		if (pe && pe->self_index < 0) {
 			break;
 		}
 		if (pe) {
 			dn->reported = e->epoch;
-			prc = report_done(c, pe, dn);
+			prc = report_done(l, pe, dn);
 		} else if (!prc) {
 			prc = -ENOMEM;
 		}
@@ -346,21 +350,22 @@ void eng_sync_epoch(struct ftcc_comm *c, const struct ctl_epoch *e)
 	}
 }
 
-void eng_sync_done(struct ftcc_comm *c)
+void eng_sync_done(struct eng_lane *l)
 {
+	struct ftcc_comm *c = l->c;
 	unsigned gen = atomic_load(&c->ctl_gen);
 	struct ctl_view v;
 
-	if (gen == c->sync_gen) {
+	if (gen == l->sync_gen) {
 		return;
 	}
-	c->sync_gen = gen;
+	l->sync_gen = gen;
 	ctl_member_view(c->ctl, &v);
-	eng_sync_epoch(c, v.e);
+	eng_sync_epoch(l, v.e);
 	ctl_epoch_put(v.e);
 }
 
-const struct ctl_epoch *eng_op_view(struct ftcc_comm *c, const struct ctl_epoch *e, uint64_t seq)
+const struct ctl_epoch *eng_op_view(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq)
 {
 	uint32_t n = 0;
 	size_t need;
@@ -372,30 +377,30 @@ const struct ctl_epoch *eng_op_view(struct ftcc_comm *c, const struct ctl_epoch 
 		return e;
 	}
 	need = sizeof(*e) + (size_t)n * sizeof(e->members[0]);
-	if (need > c->opv_cap) {
-		struct ctl_epoch *v = realloc(c->opv, need);
+	if (need > l->opv_cap) {
+		struct ctl_epoch *v = realloc(l->opv, need);
 
 		if (!v) {
 			return NULL;
 		}
-		c->opv = v;
-		c->opv_cap = need;
+		l->opv = v;
+		l->opv_cap = need;
 	}
-	c->opv->epoch = e->epoch;
-	c->opv->boundary = e->boundary;
-	c->opv->coord = e->coord;
-	c->opv->self_index = -1;
-	c->opv->nmembers = 0;
+	l->opv->epoch = e->epoch;
+	l->opv->boundary = e->boundary;
+	l->opv->coord = e->coord;
+	l->opv->self_index = -1;
+	l->opv->nmembers = 0;
 	for (uint32_t i = 0; i < e->nmembers; i++) {
 		if (e->members[i].start > seq) {
 			continue;
 		}
 		if ((int)i == e->self_index) {
-			c->opv->self_index = (int)c->opv->nmembers;
+			l->opv->self_index = (int)l->opv->nmembers;
 		}
-		c->opv->members[c->opv->nmembers++] = e->members[i];
+		l->opv->members[l->opv->nmembers++] = e->members[i];
 	}
-	return c->opv;
+	return l->opv;
 }
 
 void eng_give_up(struct ftcc_comm *c, int err, const char *why)

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ftcc/log.h"
@@ -21,7 +22,10 @@
 #define FAULT_MAX 16
 #define FAULT_ANY_STEP UINT64_MAX
 
-enum fault_action { FAULT_KILL, FAULT_STOP, FAULT_EXIT, FAULT_RESET, FAULT_FAIL };
+enum fault_action { FAULT_KILL, FAULT_STOP, FAULT_EXIT, FAULT_RESET, FAULT_FAIL, FAULT_HOLD };
+
+/* How long "hold" keeps the thread that reached the point. */
+#define FAULT_HOLD_MS 1000
 
 /* One armed spec. */
 struct fault_spec {
@@ -124,6 +128,8 @@ static int fault_parse_one(const char *s, size_t len, struct fault_spec *f)
 			f->action = FAULT_RESET;
 		} else if (fault_field_is(field[3], flen[3], "fail")) {
 			f->action = FAULT_FAIL;
+		} else if (fault_field_is(field[3], flen[3], "hold")) {
+			f->action = FAULT_HOLD;
 		} else {
 			return -EINVAL;
 		}
@@ -186,6 +192,8 @@ static const char *fault_action_text(enum fault_action a)
 		return "resetting my next data-plane send";
 	case FAULT_FAIL:
 		return "failing";
+	case FAULT_HOLD:
+		return "holding this thread for a second";
 	case FAULT_KILL:
 		break;
 	}
@@ -221,6 +229,13 @@ int ftcc_fault_hit(const char *point, uint64_t seq, uint32_t step)
 		case FAULT_FAIL:
 			fail = 1;
 			break;
+		case FAULT_HOLD: {
+			struct timespec ts = { .tv_sec = FAULT_HOLD_MS / 1000,
+					       .tv_nsec = (FAULT_HOLD_MS % 1000) * 1000000L };
+
+			nanosleep(&ts, NULL);
+			break;
+		}
 		}
 	}
 	return fail;

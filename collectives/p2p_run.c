@@ -218,7 +218,8 @@ static void addr_of(const struct ctl_member_rec *m, char *buf)
 {
 	const uint8_t *z = memchr(m->info, '\0', m->info_len);
 	size_t off = z ? (size_t)(z - m->info) + 1 : m->info_len;
-	size_t len = m->info_len - off;
+	const uint8_t *end = memchr(m->info + off, '\0', m->info_len - off);
+	size_t len = end ? (size_t)(end - (m->info + off)) : m->info_len - off;
 
 	if (len >= DP_ADDR_MAX)
 		len = 0;

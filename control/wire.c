@@ -66,7 +66,7 @@
  *         34  info_len bytes    opaque
  *
  * The largest frame (HELLO, 63-byte group, CTL_MAX_MEMBERS records of CTL_INFO_MAX bytes) is
- * 32 + 47 + 63 + 4 + 1024 * 162 = 165954 bytes, within CTL_FRAME_MAX.
+ * 32 + 47 + 63 + 4 + 1024 * 226 = 231570 bytes, within CTL_FRAME_MAX.
  */
 #include "ftcc/ctl_wire.h"
 #include "ftcc/le.h"

@@ -234,7 +234,9 @@ FTCC_API int ftcc_allreduce(ftcc_comm_t *comm, const void *sendbuf, void *recvbu
 			    enum ftcc_dtype dtype, enum ftcc_redop op, struct ftcc_record *rec);
 
 /* Starts an allreduce and returns at once with *@req. The buffers belong to the op until it
- * completes. */
+ * completes. Ops started this way run side by side with the ops before and after them, up to
+ * FTCC_LANES consecutive ones (each on a data plane of its own): a later op may complete before
+ * an earlier one, and its result and record are the same either way. */
 FTCC_API int ftcc_iallreduce(ftcc_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
 			     enum ftcc_dtype dtype, enum ftcc_redop op, ftcc_request_t **req);
 

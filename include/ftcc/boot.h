@@ -50,7 +50,7 @@ int boot_group_check(const struct boot_handle *hs, uint32_t n, char *name, size_
 		     char *why, size_t why_len);
 
 /* A digest of the settings every member of a group must share (FTCC_DEGRADED, FTCC_ALGO,
- * FTCC_RD_MAX_BYTES, FTCC_SEGMENT_BYTES, FTCC_COORDINATOR, FTCC_COLLNET_MIN_NODES,
+ * FTCC_RD_MAX_BYTES, FTCC_SEGMENT_BYTES, FTCC_LANES, FTCC_COORDINATOR, FTCC_COLLNET_MIN_NODES,
  * FTCC_COLLNET_MIN_PERCENT), as loaded. */
 uint32_t boot_settings_digest(void);
 

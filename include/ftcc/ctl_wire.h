@@ -18,7 +18,7 @@
 #define CTL_HDR_SIZE 32
 #define CTL_MAX_MEMBERS 1024 /* members in one view */
 #define CTL_GROUP_MAX 64     /* group name, including the NUL */
-#define CTL_INFO_MAX 128     /* opaque per-member blob (the engine's data-plane address) */
+#define CTL_INFO_MAX 192     /* opaque per-member blob (the engine's data-plane addresses) */
 #define CTL_TEXT_MAX 256     /* REFUSE text, including the NUL */
 #define CTL_FRAME_MAX (256u << 10)
 #define CTL_NO_MEMBER UINT32_MAX

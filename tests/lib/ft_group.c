@@ -403,6 +403,12 @@ static int ft_child_main(void *arg)
 		unsetenv("FTCC_INJECT");
 	if (g->algo[0])
 		setenv("FTCC_ALGO", g->algo, 1);
+	if (g->o.lanes[r->member]) {
+		char v[16];
+
+		snprintf(v, sizeof(v), "%d", g->o.lanes[r->member]);
+		setenv("FTCC_LANES", v, 1);
+	}
 	/* FTCC_TEST_TRANSPORT=ib, or the member's own: frames over the verbs emulator */
 	test_transport_set(g->o.transport[r->member] ? g->o.transport[r->member] :
 						       getenv("FTCC_TEST_TRANSPORT"));

@@ -149,6 +149,7 @@ struct ft_group_opts {
 	uint64_t limit;	  /* ops to run (sequence numbers below); 0: nspec */
 	int pace_us;	  /* op s starts no earlier than start + s * pace_us (0: at once) */
 	const char *algo; /* FTCC_ALGO of every member; NULL: unset */
+	int lanes[FT_GROUP_MAX_N]; /* FTCC_LANES of member i (every process of it); 0: unset */
 	const char *fault[FT_GROUP_MAX_N];  /* FTCC_FAULT of each first process; NULL: none */
 	const char *inject[FT_GROUP_MAX_N]; /* FTCC_INJECT of each first process; NULL: none */
 	/* 0, or 1 + the op before which each first process caps its address space (RLIMIT_AS) at

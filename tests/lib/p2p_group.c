@@ -17,6 +17,7 @@
 
 struct pg_shared *pg;
 ftcc_comm_t *pg_comm;
+void (*pg_before_create)(int me);
 static pg_fn cur_fn;
 
 void pg_teardown(void)
@@ -25,6 +26,7 @@ void pg_teardown(void)
 	if (pg)
 		munmap(pg, sizeof(*pg));
 	pg = NULL;
+	pg_before_create = NULL;
 }
 
 static uint8_t pat(uint32_t src, uint64_t tag, size_t i)
@@ -104,6 +106,8 @@ static int child(void *arg)
 
 	pg->m[me].pid = getpid();
 	test_transport_env(); /* FTCC_TEST_TRANSPORT=ib: frames over the verbs emulator */
+	if (pg_before_create)
+		pg_before_create(me);
 	rc = pg_create(me, 0, 0, &c);
 	if (rc) {
 		pg->m[me].fail_line = __LINE__;

@@ -81,6 +81,9 @@ void pg_wait_flag(int k, int v);
 /* Creates member @me of the test's group (timeout PG_TIMEOUT_MS), joining a running group
  * with @join (and @catchup). 0 or the FTCC_ERR_*. */
 int pg_create(int me, int join, int catchup, ftcc_comm_t **c);
+/* Called in each member's process before it creates its communicator (NULL: nothing); reset by
+ * pg_teardown(). */
+extern void (*pg_before_create)(int me);
 /* Runs @fn on @n members, each in its own process; each must finish within @ms, except those
  * in @dying (killed or frozen on purpose), and end without a failure. */
 void pg_run(const char *name, int n, pg_fn fn, int ms, uint32_t dying);
