@@ -285,29 +285,42 @@ static size_t info_of(struct ftcc_comm *c, char *info)
 	return len;
 }
 
-/* Whether this member runs another number of lanes (FTCC_LANES) than the lowest member of the
- * group: it cannot take part then, and says why. */
-static int lanes_differ(struct ftcc_comm *c)
+/* Whether this member runs another number of lanes (FTCC_LANES) than the group: the number most
+ * members of the view run, ties going to the lowest id's; a joiner counts only the members
+ * already in (they never check it). It cannot take part then, and says why. */
+static int lanes_differ(struct ftcc_comm *c, int join)
 {
-	const struct ctl_member_rec *ref = NULL;
+	uint32_t votes[ENG_LANES_MAX + 1] = { 0 }, low[ENG_LANES_MAX + 1], best = 0;
 	struct ctl_view v;
-	char addr[DP_ADDR_MAX];
-	int differ = 0;
 
 	ctl_member_view(c->ctl, &v);
 	for (uint32_t i = 0; v.e && i < v.e->nmembers; i++) {
-		if (!ref || v.e->members[i].id < ref->id) {
-			ref = &v.e->members[i];
+		const struct ctl_member_rec *m = &v.e->members[i];
+		uint32_t k = eng_info_lanes(m->info, m->info_len);
+
+		if (k > ENG_LANES_MAX || (join && m->id == c->rank)) {
+			continue;
 		}
-	}
-	if (ref && eng_lane_addr(ref->info, ref->info_len, 0, c->nlanes, addr)) {
-		ftcc_warn("ftcc_comm_create: member %u of group %s runs FTCC_LANES=%u, member %u "
-			  "another number: FTCC_LANES must be the same on every member",
-			  c->rank, c->group, c->nlanes, ref->id);
-		differ = 1;
+		if (!votes[k] || m->id < low[k]) {
+			low[k] = m->id;
+		}
+		votes[k]++;
 	}
 	ctl_epoch_put(v.e);
-	return differ;
+	for (uint32_t k = 1; k <= ENG_LANES_MAX; k++) {
+		if (votes[k] && (!best || votes[k] > votes[best] ||
+				 (votes[k] == votes[best] && low[k] < low[best]))) {
+			best = k;
+		}
+	}
+	if (best && best != c->nlanes) {
+		ftcc_warn(
+			"ftcc_comm_create: member %u of group %s runs FTCC_LANES=%u, the group %u: "
+			"FTCC_LANES must be the same on every member",
+			c->rank, c->group, c->nlanes, best);
+		return 1;
+	}
+	return 0;
 }
 
 int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create_ext *ext,
@@ -420,7 +433,7 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 		comm_free(c);
 		return rc == -ETIMEDOUT ? FTCC_ERR_TIMEOUT : FTCC_ERR_LOST;
 	}
-	if (lanes_differ(c)) {
+	if (lanes_differ(c, cfg->join)) {
 		ctl_member_destroy(c->ctl);
 		comm_free(c);
 		return FTCC_ERR_INVALID;

@@ -603,7 +603,8 @@ void eng_run_op(struct eng_lane *l, struct ftcc_request *r)
 			ftcc_fault("epoch", r->seq, 0);
 		}
 		last_epoch = ep;
-		window = e->epoch > 1 && r->seq >= e->boundary && r->seq < e->boundary + ENG_WINDOW;
+		window = e->epoch > 1 && r->seq >= e->boundary &&
+			 r->seq < e->boundary + ENG_WINDOW(c);
 		rc = eng_dp_peers(l, e);
 		/* the members of the op: a joiner whose first op is later is not one of them */
 		pe = rc ? NULL : eng_op_view(l, e, r->seq);

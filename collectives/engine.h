@@ -24,8 +24,8 @@
 #define ENG_LANE_SALT 0x6c616e6500000000ull /* lane i > 0: its HELLOs are not lane 0's */
 /* Ops from a new epoch's boundary that start with a resume exchange: the members may have
  * begun at most CTL_JOIN_SLACK ops past their progress report in the old epoch, plus the ops in
- * flight (one per lane) and the one after them. */
-#define ENG_WINDOW (CTL_JOIN_SLACK + ENG_LANES_MAX + 1)
+ * flight (one per lane) and the one after them. Every member has the same number of lanes. */
+#define ENG_WINDOW(c) (CTL_JOIN_SLACK + (c)->nlanes + 1)
 /* Completed ops remembered for the exchanges of later epochs. */
 #define ENG_DONE_RING 64
 
@@ -174,7 +174,8 @@ struct ftcc_comm {
 	atomic_int aborted;	   /* abort or destroy began */
 	struct ftcc_request *live; /* not collected yet, freed by destroy (under mu) */
 	uint64_t next_seq;	   /* given to the next op started (under mu) */
-	int failed;		   /* gave up (left the group): the sticky error (under mu) */
+	atomic_int failed;	   /* gave up (left the group): the sticky error (written under
+				    * mu; read by every lane) */
 	int64_t timeout_ms;	   /* the failure timeout in effect */
 	atomic_uint ctl_gen;	   /* bumped on every membership change */
 
@@ -197,6 +198,8 @@ uint64_t eng_done_below(const struct ftcc_comm *c);
  * -EPROTO when the blob names another number of lanes than @nlanes (then @out holds lane 0's
  * address). */
 int eng_lane_addr(const uint8_t *info, size_t len, uint32_t idx, uint32_t nlanes, char *out);
+/* The number of lanes a member's blob names (1 without the ports field). */
+uint32_t eng_info_lanes(const uint8_t *info, size_t len);
 
 /* The shape of op @r as every data frame and resume report carries it (dp.h, resume.h): its
  * kind (enum eng_kind) in bits 0-3, codec in 4-7, param in 8-23 (an allreduce's or

@@ -309,7 +309,7 @@ void eng_sync_epoch(struct eng_lane *l, const struct ctl_epoch *e)
 	if (!e || e->epoch <= 1 || e->self_index < 0) {
 		return;
 	}
-	for (uint64_t s = e->boundary; s < e->boundary + ENG_WINDOW && s < l->exec_seq; s++) {
+	for (uint64_t s = e->boundary; s < e->boundary + ENG_WINDOW(l->c) && s < l->exec_seq; s++) {
 		struct eng_done *dn = &l->done[s % ENG_DONE_RING];
 		int rc;
 

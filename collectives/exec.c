@@ -59,10 +59,24 @@ static int info_field(const uint8_t *info, size_t len, unsigned k, size_t *off, 
 	return 0;
 }
 
+uint32_t eng_info_lanes(const uint8_t *info, size_t len)
+{
+	size_t off, flen;
+	uint32_t n = 1;
+
+	if (info_field(info, len, 2, &off, &flen) || flen == 0) {
+		return 1;
+	}
+	for (size_t i = 0; i < flen; i++) {
+		n += info[off + i] == ',';
+	}
+	return n + 1;
+}
+
 int eng_lane_addr(const uint8_t *info, size_t len, uint32_t idx, uint32_t nlanes, char *out)
 {
 	size_t off, flen, a0;
-	uint32_t have = 1, i = 0;
+	uint32_t have = eng_info_lanes(info, len), i = 0;
 	const char *host_end;
 	char ports[CTL_INFO_MAX + 1], *p, *save = NULL;
 	unsigned long port = 0;
@@ -77,10 +91,6 @@ int eng_lane_addr(const uint8_t *info, size_t len, uint32_t idx, uint32_t nlanes
 	if (info_field(info, len, 2, &off, &flen) == 0) {
 		memcpy(ports, info + off, flen);
 		ports[flen] = '\0';
-		have += flen > 0;
-		for (p = ports; *p; p++) {
-			have += *p == ',';
-		}
 	}
 	if (have != nlanes) {
 		return -EPROTO;
@@ -95,10 +105,11 @@ int eng_lane_addr(const uint8_t *info, size_t len, uint32_t idx, uint32_t nlanes
 		}
 	}
 	host_end = strrchr(out, ':');
-	if (!port || port > 65535 || !host_end) {
+	if (!port || port > 65535 || !host_end ||
+	    snprintf(out + (host_end - out), DP_ADDR_MAX - (size_t)(host_end - out), ":%lu",
+		     port) >= (int)(DP_ADDR_MAX - (size_t)(host_end - out))) {
 		return -EPROTO;
 	}
-	snprintf(out + (host_end - out), DP_ADDR_MAX - (size_t)(host_end - out), ":%lu", port);
 	return 0;
 }
 

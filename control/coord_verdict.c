@@ -230,10 +230,12 @@ void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uin
 		l->b = b;
 		l->first = now;
 	}
-	straggler = cut && c->slots[p].next_op <= seq;
+	/* The accused has not issued that op and has done every op it issued: idle between ops,
+	 * it is late, not cut off (a straggler). One with an op still in flight (on another lane:
+	 * FTCC_LANES) answers connections meanwhile, so silence from it is a cut. */
+	straggler = cut && c->slots[p].next_op <= seq && c->slots[p].done_op >= c->slots[p].next_op;
 	if (straggler) {
-		/* The accused has not issued that op: idle between ops, it answers no connection
-		 * (a straggler, not a cut). The reporter gets another attempt; nothing counts. */
+		/* The reporter gets another attempt; nothing counts. */
 		cut = 0;
 		if (!l->last) {
 			l->last = now;

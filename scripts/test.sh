@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # The test command: builds ftcc and runs every check CI runs, stopping at the first failure.
 #
-#   (a) build/       Release, -Werror: unit, abi, chaos tests; fuzz replays; exported symbols;
+#   (a) build/       Release, -Werror: unit, abi, chaos tests (the engine's fault suites also
+#                    with FTCC_LANES=2); fuzz replays; exported symbols;
 #                    no link-time hwloc/verbs/CUDA/NCCL; clang-format; README settings table;
 #                    the net, allreduce and CollNet tests again over ib (the verbs emulator)
 #   (b) build-asan/  gcc with address,undefined sanitizers: every test binary again, and the
@@ -82,6 +83,13 @@ run_tests() {
 		else
 			skip "$dir: chaos tests" "need root (network namespaces, nftables); NOT run"
 		fi
+	fi
+	if [ "$dir" = build ] && [ -x "$dir/test_chaos" ] && [ "$(id -u)" -eq 0 ]; then
+		# Lanes (FTCC_LANES): the engine's crash, freeze and cut faults and the faults
+		# between live members again with two ops in flight side by side.
+		step "$dir: engine faults with two lanes" env FTCC_LANES=2 \
+			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_chaos" --jobs 1 \
+			--filter '@(ft_kill|ft_cut|ft_freeze|live)/*'
 	fi
 	run_ib_tests "$dir"
 	run_replays "$dir"

@@ -54,7 +54,7 @@ static void fault_kill(const struct fault_case *c)
 	};
 	uint32_t all = ids_all(c->n), dead = 0, armed = 0;
 	/* ops this close to SEQ may run beside it (lanes): with or without the victim */
-	uint64_t beside = c->depth > 1 ? (uint64_t)(c->lanes ? c->lanes : 2) : 0;
+	uint64_t beside = c->depth > 1 ? (uint64_t)(c->lanes ? c->lanes : 1) : 0;
 	int64_t t_dead = 0;
 	struct ft_seq_info in;
 	double hi = -1, lo = -1, window = 0;
@@ -257,6 +257,7 @@ Test(ft_kill, rd_round1_member2_of_4)
 					 .nspec = (int)(sizeof(scr) / sizeof(scr[0])),             \
 					 .algo = alg,                                              \
 					 .resume_ok = 1,                                           \
+					 .bound_ms = 2 * KILL_BOUND_MS,                            \
 					 .depth = 4,                                               \
 					 .lanes = nl })
 

@@ -388,6 +388,27 @@ Test(ctl_sm, cut_report_about_a_member_between_ops_removes_nobody)
 	fn_free(fn);
 }
 
+/* The same reports about a member that has not issued op 97 either but is still in op 96 (the
+ * ops of a communicator run on lanes: it answers connections meanwhile): a cut, and the rule
+ * removes one of the two (the higher id). */
+Test(ctl_sm, cut_report_about_a_member_busy_in_an_earlier_op_removes_one)
+{
+	struct fn *fn = formed(3);
+
+	fn_progress(fn, 0, 100, 97);
+	fn_progress(fn, 1, 100, 97);
+	fn_progress(fn, 2, 97, 96);
+	fn_run(fn, 300);
+	for (int t = 0; t < (2 * TIMEOUT) / 100 && fn_state(fn, 2) == CTL_M_ACTIVE; t++) {
+		fn_suspect_at(fn, 1, 2, CTL_EV_CUT, 97);
+		fn_run(fn, 100);
+	}
+	cr_assert_eq(fn_wait_state(fn, FN_BIT(2), CTL_M_REMOVED, TIMEOUT + 2000), 0);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0x3, 3000, 0, 1), 0);
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
 /* Member 0's NIC fails every send (LINK reports from both ends of its three links); members 2
  * and 3 stall for 600 ms just before the link to 1 is judged broken. While they are not heard
  * lately the cut rule waits instead of judging without their links (which would tie 0 and 1 and
