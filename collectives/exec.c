@@ -78,7 +78,7 @@ int eng_lane_addr(const uint8_t *info, size_t len, uint32_t idx, uint32_t nlanes
 	size_t off, flen, a0;
 	uint32_t have = eng_info_lanes(info, len), i = 0;
 	const char *host_end;
-	char ports[CTL_INFO_MAX + 1], *p, *save = NULL;
+	char ports[CTL_INFO_MAX + 1], addr[DP_ADDR_MAX], *p, *save = NULL;
 	unsigned long port = 0;
 
 	out[0] = '\0';
@@ -106,10 +106,11 @@ int eng_lane_addr(const uint8_t *info, size_t len, uint32_t idx, uint32_t nlanes
 	}
 	host_end = strrchr(out, ':');
 	if (!port || port > 65535 || !host_end ||
-	    snprintf(out + (host_end - out), DP_ADDR_MAX - (size_t)(host_end - out), ":%lu",
-		     port) >= (int)(DP_ADDR_MAX - (size_t)(host_end - out))) {
-		return -EPROTO;
+	    snprintf(addr, sizeof(addr), "%.*s:%lu", (int)(host_end - out), out, port) >=
+		    (int)sizeof(addr)) {
+		return -EPROTO; /* @out keeps lane 0's address */
 	}
+	memcpy(out, addr, sizeof(addr));
 	return 0;
 }
 

@@ -230,10 +230,15 @@ void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uin
 		l->b = b;
 		l->first = now;
 	}
-	/* The accused has not issued that op and has done every op it issued: idle between ops,
-	 * it is late, not cut off (a straggler). One with an op still in flight (on another lane:
-	 * FTCC_LANES) answers connections meanwhile, so silence from it is a cut. */
-	straggler = cut && c->slots[p].next_op <= seq && c->slots[p].done_op >= c->slots[p].next_op;
+	/* The accused has not issued that op. If it has done every op it issued, it is idle between
+	 * ops: late, not cut off (a straggler). So it is if the reporter joined at an op past the
+	 * accused's first op not done: the accused's ops in flight began before the join, and
+	 * their data planes do not know the reporter (no answer to it) until their next attempt.
+	 * Otherwise the accused, in an op (on another lane: FTCC_LANES), answers connections
+	 * meanwhile, and silence from it is a cut. */
+	straggler = cut && c->slots[p].next_op <= seq &&
+		    (c->slots[p].done_op >= c->slots[p].next_op ||
+		     c->slots[r].rec.start > c->slots[p].done_op);
 	if (straggler) {
 		/* The reporter gets another attempt; nothing counts. */
 		cut = 0;
@@ -259,10 +264,10 @@ void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uin
 		"control: group %s: member %u reports its data link to member %u %s (epoch %" PRIu64
 		", op %" PRIu64 ")",
 		c->cfg.group, r, p,
-		straggler ?
-			"unusable, but that member has not issued the op yet (another attempt)" :
-		cut ? "unusable" :
-		      "broken",
+		straggler ? "unusable, but that member has not issued the op yet and cannot know "
+			    "better (another attempt)" :
+		cut	  ? "unusable" :
+			    "broken",
 		epoch, seq);
 }
 

@@ -409,6 +409,35 @@ Test(ctl_sm, cut_report_about_a_member_busy_in_an_earlier_op_removes_one)
 	fn_free(fn);
 }
 
+/* Member 1 restarted and was admitted from an op past 97 while member 2 is still in op 96 (for a
+ * slow member 3): member 2's op began before the join, its data plane does not know the new
+ * member 1 and holds its connection unanswered, so member 1 reports member 2 unreachable in its
+ * first op, again and again. Member 2 could not know better: retry epochs (its next attempt
+ * knows member 1), and nobody is removed. */
+Test(ctl_sm, cut_report_by_a_joiner_about_a_member_in_an_earlier_op_removes_nobody)
+{
+	struct fn *fn = formed(4);
+	uint64_t e0;
+
+	for (int k = 0; k < 4; k++)
+		fn_progress(fn, k, 97, 96);
+	fn_run(fn, 300);
+	fn_restart(fn, 1, 0);
+	cr_assert_eq(fn_wait_state(fn, FN_BIT(1), CTL_M_ACTIVE, 3000), 0);
+	cr_assert_gt(ctl_msm_admitted(fn_msm(fn, 1)), 97);
+	fn_run(fn, 300);
+	e0 = fn_max_epoch(fn, 0);
+	for (int t = 0; t < (2 * TIMEOUT) / 100; t++) {
+		fn_suspect_at(fn, 1, 2, CTL_EV_CUT, ctl_msm_admitted(fn_msm(fn, 1)));
+		fn_run(fn, 100);
+	}
+	for (int k = 0; k < 4; k++)
+		cr_expect_eq(fn_state(fn, k), CTL_M_ACTIVE, "member %d", k);
+	cr_expect_gt(fn_max_epoch(fn, 0), e0, "no retry epoch");
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
 /* Member 0's NIC fails every send (LINK reports from both ends of its three links); members 2
  * and 3 stall for 600 ms just before the link to 1 is judged broken. While they are not heard
  * lately the cut rule waits instead of judging without their links (which would tie 0 and 1 and
