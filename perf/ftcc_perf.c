@@ -50,6 +50,27 @@ static const struct perf_mode perf_modes[] = {
 	  .run = perf_allreduce_run,
 	  .victim = -1,
 	  .max_ranks = 8 },
+	{ .name = "broadcast",
+	  .nranks = 2,
+	  .doc = "the ranks form a group (ftcc.h) and time blocking ftcc_broadcast from rank 0 of "
+		 "a buffer of the size (float32; busbw = algbw)",
+	  .run = perf_colls_run,
+	  .victim = -1,
+	  .max_ranks = 8 },
+	{ .name = "allgather",
+	  .nranks = 2,
+	  .doc = "blocking ftcc_allgather, the size being all ranks' slots (float32; busbw = "
+		 "algbw * (n-1)/n)",
+	  .run = perf_colls_run,
+	  .victim = -1,
+	  .max_ranks = 8 },
+	{ .name = "reduce_scatter",
+	  .nranks = 2,
+	  .doc = "blocking ftcc_reduce_scatter, the size being all ranks' slots (float32 sum; "
+		 "busbw = algbw * (n-1)/n)",
+	  .run = perf_colls_run,
+	  .victim = -1,
+	  .max_ranks = 8 },
 	{ .name = "collnet",
 	  .nranks = 2,
 	  .doc = "the ranks dlopen the plug-in, form a group through ncclCollNetPlugin_v11 "

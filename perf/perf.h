@@ -216,6 +216,7 @@ int perf_fault_run(const struct perf_opts *o, struct perf_boot *b);	/* perf_faul
 int perf_sock_run(const struct perf_opts *o, struct perf_boot *b);	/* perf_sock.c */
 int perf_allreduce_run(const struct perf_opts *o, struct perf_boot *b); /* perf_allreduce.c */
 int perf_msg_run(const struct perf_opts *o, struct perf_boot *b);	/* perf_msg.c */
+int perf_colls_run(const struct perf_opts *o, struct perf_boot *b);	/* perf_colls.c */
 /* Control addresses of a C API group of the ranks: each picks a free port on its own address;
  * rank 0 gathers them, names the group and sends everything round. 0 or -errno. */
 int perf_capi_addrs(struct perf_boot *b, char (*addrs)[80], char *group, size_t glen);
