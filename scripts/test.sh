@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # The test command: builds ftcc and runs every check CI runs, stopping at the first failure.
 #
-#   (a) build/       Release, -Werror: unit, abi, chaos tests (the engine's fault suites also
-#                    with FTCC_LANES=2); fuzz replays; exported symbols;
+#   (a) build/       Release, -Werror: unit, abi, chaos tests (those of faults between live
+#                    members also with FTCC_LANES=2); fuzz replays; exported symbols;
 #                    no link-time hwloc/verbs/CUDA/NCCL; clang-format; README settings table;
 #                    the net, allreduce and CollNet tests again over ib (the verbs emulator)
 #   (b) build-asan/  gcc with address,undefined sanitizers: every test binary again, and the
@@ -85,14 +85,13 @@ run_tests() {
 		fi
 	fi
 	if [ "$dir" = build ] && [ -x "$dir/test_chaos" ] && [ "$(id -u)" -eq 0 ]; then
-		# Lanes (FTCC_LANES): the engine's crash and freeze faults and the faults between
-		# live members again with two ops in flight side by side. Left out: ft_cut, whose
-		# `nft delete table` hung in the kernel after the cut member left in 2 of 5 runs
-		# with two lanes (the nft process outlived its SIGKILL by 5 s); the cause is not
-		# found yet.
-		step "$dir: engine faults with two lanes" env FTCC_LANES=2 \
-			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_chaos" --jobs 1 \
-			--filter '@(ft_kill|ft_freeze|live)/*'
+		# Lanes (FTCC_LANES): the faults between live members again with two ops in flight
+		# side by side (the kill tests with 2 to 4 lanes are in the chaos run above). Not
+		# here: ft_cut, whose `nft delete table` hung in the kernel after the cut member left
+		# in 2 of 5 runs with two lanes (the nft process outlived its SIGKILL by 5 s; cause
+		# not found), and the other crash suites, for time.
+		step "$dir: faults between live members with two lanes" env FTCC_LANES=2 \
+			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_chaos" --jobs 1 --filter 'live/*'
 	fi
 	run_ib_tests "$dir"
 	run_replays "$dir"
