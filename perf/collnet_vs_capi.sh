@@ -53,23 +53,10 @@ run() {
 		>>"$WORK/$name.json" || echo "failed: $PERF $*" >&2
 }
 
-# pick NAME SIZE FIELD: median over runs of FIELD in the rows of SIZE
-pick() {
-	[[ -s $WORK/$1.json ]] || { echo nan; return; }
-	jq -r --argjson s "$2" "select(.size == \$s and (.event | not)) | .$3" "$WORK/$1.json" |
-		median
-}
-
 # pick_close NAME: median close time in ms
 pick_close() {
 	[[ -s $WORK/$1.json ]] || { echo nan; return; }
 	jq -r 'select(.event == "close") | .close_us / 1000' "$WORK/$1.json" | median
-}
-
-# wrong NAME: total wrong elements over the checked run, or "failed"
-wrong() {
-	[[ -s $WORK/$1.json ]] || { echo failed; return; }
-	jq -s '[.[] | select(.event | not) | .wrong] | add' "$WORK/$1.json"
 }
 
 echo "# ftcc CollNet plug-in vs the C API it drives, on 127.0.0.1, $(date -u +%Y-%m-%dT%H:%MZ)"

@@ -40,17 +40,6 @@ run() {
 		grep '^{' >>"$WORK/$name.json" || echo "failed: FTCC_LANES=$lanes $PERF $*" >&2
 }
 
-pick() {
-	[[ -s $WORK/$1.json ]] || { echo nan; return; }
-	jq -r --argjson s "$2" "select(.size == \$s and (.event | not)) | .$3" "$WORK/$1.json" |
-		median
-}
-
-wrong() {
-	[[ -s $WORK/$1.json ]] || { echo failed; return; }
-	jq -s '[.[] | select(.event | not) | .wrong] | add' "$WORK/$1.json"
-}
-
 echo "# ftcc lanes: FTCC_LANES=${LS[*]} under ftcc-perf -m collnet, on 127.0.0.1," \
 	"$(date -u +%Y-%m-%dT%H:%MZ)"
 echo "# $(nproc) cores, $(uname -sr), REPS=$REPS, float32 sum, ${SWEEP[*]}"

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# Shared pieces of the comparison scripts (allreduce_vs.sh, collnet_vs_capi.sh); sourced.
+# Shared pieces of the comparison scripts (allreduce_vs.sh, collnet_vs_capi.sh, lanes_vs.sh, ...);
+# sourced.
 # Makes $WORK, a scratch directory whose JSON files are copied to $OUT (when set) at exit.
 
 WORK=$(mktemp -d)
@@ -18,6 +19,19 @@ median() {
 	sort -g | awk '{ v[NR] = $1 } END {
 		if (NR == 0) { print "nan"; exit }
 		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# pick NAME SIZE FIELD (scripts keeping runs as $WORK/NAME.json; a script may define its own): median over runs of FIELD in the rows of SIZE
+pick() {
+	[[ -s $WORK/$1.json ]] || { echo nan; return; }
+	jq -r --argjson s "$2" "select(.size == \$s and (.event | not)) | .$3" "$WORK/$1.json" |
+		median
+}
+
+# wrong NAME: total wrong elements over the checked run, or "failed"
+wrong() {
+	[[ -s $WORK/$1.json ]] || { echo failed; return; }
+	jq -s '[.[] | select(.event | not) | .wrong] | add' "$WORK/$1.json"
 }
 
 # ratio A B [DECIMALS]: A/B with DECIMALS (2) decimals, or "n/a"
