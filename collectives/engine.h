@@ -132,6 +132,7 @@ struct eng_lane {
 	pthread_t thread;
 	int thread_started;
 	int executing;			    /* a thread runs its ops (under c->mu) */
+	int waiters;			    /* ftcc_wait() callers waiting for it (under c->mu) */
 	struct ftcc_request *qhead, *qtail; /* not yet run, in seq order (under c->mu) */
 	uint64_t exec_seq;		    /* its next op to run: its ops below are done (under
 					     * c->mu) */

@@ -210,7 +210,12 @@ static void *lane_main(void *arg)
 			eng_serve(l);
 			pthread_mutex_lock(&c->mu);
 			l->executing = 0;
-			pthread_cond_broadcast(&c->cv);
+			/* Only a caller waiting to run this lane needs to know: waking the other
+			 * lanes' threads here would have them serve and wake this one in turn, a
+			 * storm of wake-ups between idle lanes. */
+			if (l->waiters) {
+				pthread_cond_broadcast(&c->cv);
+			}
 			/* An op enqueued (or an epoch committed) while the lock was dropped signalled
 			 * nobody: look again before sleeping. */
 			if (runnable(l) || atomic_load(&c->ctl_gen) != l->sync_gen) {
@@ -432,7 +437,9 @@ FTCC_API int ftcc_wait(ftcc_request_t *r, struct ftcc_record *rec)
 			break;
 		}
 		deadline_in(&ts, 10);
+		l->waiters++;
 		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+		l->waiters--;
 	}
 	pthread_mutex_unlock(&c->mu);
 	return eng_collect(r, rec);
