@@ -159,7 +159,8 @@ static void comm_free(struct ftcc_comm *c)
 	free(c);
 }
 
-static int comm_init(struct ftcc_comm *c, const struct ftcc_config *cfg, int p2p)
+static int comm_init(struct ftcc_comm *c, const struct ftcc_config *cfg, int p2p,
+		     uint32_t auto_lanes)
 {
 	struct dp_cfg dc = { 0 };
 	char host[DP_ADDR_MAX];
@@ -176,6 +177,8 @@ static int comm_init(struct ftcc_comm *c, const struct ftcc_config *cfg, int p2p
 	pthread_cond_init(&c->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	c->nlanes = (uint32_t)ftcc_setting_int(FTCC_SET_LANES);
+	if (!c->nlanes) /* FTCC_LANES=0, the default: the caller's choice */
+		c->nlanes = auto_lanes >= 1 && auto_lanes <= ENG_LANES_MAX ? auto_lanes : 1;
 	for (uint32_t i = 0; i < c->nlanes; i++) {
 		struct eng_lane *l = &c->lane[i];
 
@@ -314,10 +317,9 @@ static int lanes_differ(struct ftcc_comm *c, int join)
 		}
 	}
 	if (best && best != c->nlanes) {
-		ftcc_warn(
-			"ftcc_comm_create: member %u of group %s runs FTCC_LANES=%u, the group %u: "
-			"FTCC_LANES must be the same on every member",
-			c->rank, c->group, c->nlanes, best);
+		ftcc_warn("ftcc_comm_create: member %u of group %s runs %u lanes, the group %u: "
+			  "FTCC_LANES must be the same on every member",
+			  c->rank, c->group, c->nlanes, best);
 		return 1;
 	}
 	return 0;
@@ -369,7 +371,7 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 		return FTCC_ERR_INVALID;
 	}
 	lfd = pre_listen(cfg, ext);
-	rc = comm_init(c, cfg, !(ext && ext->no_p2p));
+	rc = comm_init(c, cfg, !(ext && ext->no_p2p), ext ? ext->auto_lanes : 0);
 	if (rc) {
 		if (lfd >= 0) {
 			close(lfd);
@@ -592,4 +594,9 @@ FTCC_API int ftcc_comm_ready(ftcc_comm_t *c)
 FTCC_API const char *ftcc_comm_last_error(ftcc_comm_t *c)
 {
 	return c ? c->last_error : "";
+}
+
+uint32_t ftcc_comm_lanes(const ftcc_comm_t *c)
+{
+	return c ? c->nlanes : 0;
 }

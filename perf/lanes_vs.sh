@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # What lanes (FTCC_LANES) buy when several ops are in flight: ftcc-perf -m collnet (the plug-in
 # dlopened, -d ops in flight as NCCL's proxy keeps them, polled with sched_yield) with
-# FTCC_LANES=1 (one op at a time, the default) against 2 and 4, float32 SUM, 64 KiB .. 16 MiB,
+# FTCC_LANES=1 (one op at a time) against 2 and 4 (the plug-in's default), float32 SUM, 64 KiB .. 16 MiB,
 # N = 2 and 3 ranks on this host. The settings take turns, the order rotating from rep to rep;
 # every number is the median over REPS runs of each run's median op time (with ops in flight:
 # the time between completions). A checked run (-c 1) per setting comes first and must report

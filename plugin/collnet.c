@@ -49,6 +49,10 @@
 #define CN_CONFIRM_POLL_NS 200000
 /* The least time the confirmation op gets, whatever is left of the connect bound. */
 #define CN_CONFIRM_MIN_NS 2000000000LL
+/* Lanes of a CollNet communicator when FTCC_LANES is 0 (its default): NCCL keeps up to 8 ops in
+ * flight per channel, and under NCCL four lanes ran the allreduce 2 to 4 times faster than one
+ * from 2 MiB up (perf/gpu/RESULTS.md), for 4 threads and 4 sets of connections per node. */
+#define CN_AUTO_LANES 4
 
 struct cn_ctx {
 	uint32_t magic;
@@ -364,40 +368,71 @@ static struct cn_comm *cn_comm_alloc(uint32_t n)
 	return cc;
 }
 
-/* Runs the confirmation op: every node contributes 1, and the group stands only if the result
- * counts all @n of them. Bounded by @deadline_ns. 0, or -ETIMEDOUT / -ENOTCONN with @why. */
-static int cn_confirm(ftcc_comm_t *comm, uint32_t n, int64_t deadline_ns, uint64_t *epoch,
+/* Runs the confirmation ops, one per lane (each lane's first op, so that every lane's
+ * connections are made here): every node contributes 1 to each, and the group stands only if
+ * every result counts all @n of them. A lane that cannot connect or allocate thus fails connect
+ * on every node alike instead of a training op later. Bounded by @deadline_ns. 0, or
+ * -ETIMEDOUT / -ENOTCONN with @why. */
+static int cn_confirm(struct cn_comm *cc, uint32_t n, int64_t deadline_ns, uint64_t *epoch,
 		      char *why, size_t why_len)
 {
 	struct timespec pause = { 0, CN_CONFIRM_POLL_NS };
-	int32_t one = 1, sum = 0;
-	struct ftcc_record rec;
-	ftcc_request_t *req;
-	int done = 0, rc;
+	ftcc_comm_t *comm = cc->comm;
+	uint32_t nl = ftcc_comm_lanes(comm);
+	/* The ops' buffers live in @cc: on an early return the ops still in flight may write
+	 * them until the caller's ftcc_comm_destroy() has stopped the lanes. */
+	const int32_t *one = &cc->confirm_one;
+	int32_t *sum = cc->confirm_sum;
+	struct ftcc_record rec[CN_MAX_LANES];
+	ftcc_request_t *req[CN_MAX_LANES] = { NULL };
+	int done[CN_MAX_LANES] = { 0 }, rcs[CN_MAX_LANES] = { 0 };
+	uint32_t left;
+	int rc;
 
-	rc = ftcc_iallreduce(comm, &one, &sum, 1, FTCC_INT32, FTCC_SUM, &req);
-	if (rc) {
-		snprintf(why, why_len, "cannot start the confirmation op: %s", ftcc_strerror(rc));
+	if (nl < 1 || nl > CN_MAX_LANES) {
+		snprintf(why, why_len, "%u lanes (at most %d)", nl, CN_MAX_LANES);
 		return -ENOTCONN;
 	}
-	for (;;) {
-		rc = ftcc_test(req, &done, &rec);
-		if (done)
+	cc->confirm_one = 1;
+	memset(cc->confirm_sum, 0, sizeof(cc->confirm_sum));
+	for (uint32_t i = 0; i < nl; i++) {
+		rc = ftcc_iallreduce(comm, one, &sum[i], 1, FTCC_INT32, FTCC_SUM, &req[i]);
+		if (rc) {
+			/* The requests already started go with the communicator. */
+			snprintf(why, why_len, "cannot start confirmation op %u: %s", i,
+				 ftcc_strerror(rc));
+			return -ENOTCONN;
+		}
+	}
+	for (left = nl;;) {
+		for (uint32_t i = 0; i < nl; i++) {
+			if (!done[i]) {
+				rcs[i] = ftcc_test(req[i], &done[i], &rec[i]);
+				left -= done[i] ? 1 : 0;
+			}
+		}
+		if (!left)
 			break;
 		if (cn_now_ns() > deadline_ns) {
-			/* The request goes with the communicator. */
 			snprintf(why, why_len, "the group did not confirm in time");
 			return -ETIMEDOUT;
 		}
 		nanosleep(&pause, NULL);
 	}
-	if ((rc && rc != FTCC_ERR_DEGRADED) || rec.ncontrib != n || sum != (int32_t)n) {
-		snprintf(why, why_len, "the confirmation op counted %u of %u nodes (%s)",
-			 rc && rc != FTCC_ERR_DEGRADED ? 0 : rec.ncontrib, n,
-			 rc ? ftcc_strerror(rc) : "a node failed meanwhile");
-		return -ENOTCONN;
+	for (uint32_t i = 0; i < nl; i++) {
+		int bad = rcs[i] && rcs[i] != FTCC_ERR_DEGRADED;
+
+		if (bad || rec[i].ncontrib != n || sum[i] != (int32_t)n) {
+			snprintf(why, why_len,
+				 "confirmation op %u (lane %u) counted %u of %u nodes (%s)", i, i,
+				 bad ? 0 : rec[i].ncontrib, n,
+				 rcs[i] ? ftcc_strerror(rcs[i]) : "a node failed meanwhile");
+			return -ENOTCONN;
+		}
 	}
-	*epoch = rec.epoch;
+	*epoch = 0;
+	for (uint32_t i = 0; i < nl; i++)
+		*epoch = rec[i].epoch > *epoch ? rec[i].epoch : *epoch;
 	return 0;
 }
 
@@ -408,7 +443,9 @@ static int cn_connect(void *handles[], uint32_t n, uint32_t rank, struct cn_list
 {
 	struct boot_handle *hs = calloc(n, sizeof(*hs));
 	const char **addrs = calloc(n, sizeof(*addrs));
-	struct ftcc_create_ext ext = { .has_listen_fd = 1, .listen_fd = l->fd, .no_p2p = 1 };
+	struct ftcc_create_ext ext = {
+		.has_listen_fd = 1, .listen_fd = l->fd, .no_p2p = 1, .auto_lanes = CN_AUTO_LANES
+	};
 	struct ftcc_config cfg;
 	int64_t bound_ms = ftcc_setting_int(FTCC_SET_CONNECT_TIMEOUT_MS);
 	int64_t deadline = cn_now_ns() + bound_ms * 1000000;
@@ -455,7 +492,7 @@ static int cn_connect(void *handles[], uint32_t n, uint32_t rank, struct cn_list
 	 * still gets a moment to confirm rather than fail where the others succeed. */
 	if (deadline < cn_now_ns() + CN_CONFIRM_MIN_NS)
 		deadline = cn_now_ns() + CN_CONFIRM_MIN_NS;
-	rc = cn_confirm(cc->comm, n, deadline, &epoch, why, why_len);
+	rc = cn_confirm(cc, n, deadline, &epoch, why, why_len);
 	if (rc) {
 		ftcc_comm_destroy(cc->comm);
 		cc->comm = NULL;
@@ -507,8 +544,10 @@ ncclResult_t collnet_connect(void *handles[], int nranks, int rank, void *listen
 	cc->magic = CN_COMM_MAGIC;
 	cn_status_mark(cc, "running");
 	cn_status_flush(cc);
-	ftcc_info("CollNet: node %d of %d in group %s (epoch %" PRIu64 "), connected in %.1f ms",
-		  rank, nranks, cc->group, cc->seen_epoch, (double)(cn_now_ns() - t0) / 1e6);
+	ftcc_info("CollNet: node %d of %d in group %s (epoch %" PRIu64 ", %u lanes), connected in "
+		  "%.1f ms",
+		  rank, nranks, cc->group, cc->seen_epoch, ftcc_comm_lanes(cc->comm),
+		  (double)(cn_now_ns() - t0) / 1e6);
 	*coll_comm = cc;
 	return ncclSuccess;
 }
@@ -603,6 +642,7 @@ ncclResult_t collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t 
 	struct cn_comm *cc = coll_comm;
 	ftcc_request_t *r = NULL;
 	struct cn_req *q;
+	int64_t t0;
 	int slot, rc;
 
 	(void)send_mh;
@@ -618,8 +658,10 @@ ncclResult_t collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t 
 	}
 	pthread_mutex_lock(&cc->mu);
 	if (cc->failed) {
+		ncclResult_t failed = cc->failed;
+
 		pthread_mutex_unlock(&cc->mu);
-		return cc->failed;
+		return failed;
 	}
 	slot = cc->free_head;
 	if (slot >= 0)
@@ -627,6 +669,8 @@ ncclResult_t collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t 
 	pthread_mutex_unlock(&cc->mu);
 	if (slot < 0)
 		return ncclSuccess; /* every slot in flight: NCCL retries */
+	/* TRACE (NCCL_DEBUG=TRACE or FTCC_DEBUG=TRACE): one line per op posted and completed. */
+	t0 = ftcc_log_get_level() >= FTCC_LOG_TRACE ? cn_now_ns() : 0;
 	rc = ftcc_iallreduce(cc->comm, send, recv, count, (enum ftcc_dtype)type,
 			     (enum ftcc_redop)op, &r);
 	if (rc) {
@@ -655,6 +699,13 @@ ncclResult_t collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t 
 	q->r = r;
 	q->bytes = count * ftcc_dtype_size((enum ftcc_dtype)type);
 	q->magic = CN_REQ_MAGIC;
+	q->t_post_ns = t0;
+	if (t0) {
+		int now = atomic_fetch_add(&cc->in_flight, 1) + 1;
+
+		ftcc_trace("CollNet group %s: op of %zu bytes posted at %.3f ms, %d in flight",
+			   cc->group, q->bytes, (double)t0 / 1e6, now);
+	}
 	*request = q;
 	return ncclSuccess;
 }
@@ -664,9 +715,8 @@ ncclResult_t collnet_test(void *request, int *done, int *size)
 	struct cn_req *q = request;
 	struct cn_comm *cc;
 	struct ftcc_record rec;
-	ncclResult_t res = ncclSuccess;
+	ncclResult_t res;
 	size_t bytes;
-	ncclResult_t was_failed;
 	int fin = 0, rc;
 
 	if (!q || q->magic != CN_REQ_MAGIC || !done)
@@ -677,60 +727,22 @@ ncclResult_t collnet_test(void *request, int *done, int *size)
 	if (!fin)
 		return ncclSuccess;
 	bytes = q->bytes;
+	if (q->t_post_ns) {
+		int64_t t = cn_now_ns();
+		int left = atomic_fetch_sub(&cc->in_flight, 1) - 1;
+
+		ftcc_trace("CollNet group %s: op %" PRIu64 " of %zu bytes seen done at %.3f ms, "
+			   "%.3f ms after its post (%s), %d in flight",
+			   cc->group, rc == 0 || rc == FTCC_ERR_DEGRADED ? rec.seq : 0, bytes,
+			   (double)t / 1e6, (double)(t - q->t_post_ns) / 1e6, ftcc_strerror(rc),
+			   left);
+	}
 	pthread_mutex_lock(&cc->mu);
-	was_failed = cc->failed;
 	q->magic = 0;
 	q->r = NULL;
 	q->next_free = cc->free_head;
 	cc->free_head = (int)(q - cc->reqs);
-	if (rc == 0 || rc == FTCC_ERR_DEGRADED) {
-		cn_note_epoch(cc, &rec);
-		if ((int64_t)rec.ncontrib < cc->min_nodes ||
-		    (int64_t)rec.ncontrib * 100 < cc->min_percent * (int64_t)rec.size) {
-			ftcc_warn("CollNet group %s: op %" PRIu64
-				  " has the input of %u of %u nodes, fewer than "
-				  "FTCC_COLLNET_MIN_NODES=%" PRId64
-				  " or FTCC_COLLNET_MIN_PERCENT=%" PRId64
-				  "%%; the group stops here",
-				  cc->group, rec.seq, rec.ncontrib, rec.size, cc->min_nodes,
-				  cc->min_percent);
-			cc->failed = res = ncclRemoteError;
-		} else if (rc == FTCC_ERR_DEGRADED) {
-			ftcc_warn("CollNet group %s: op %" PRIu64
-				  " completed with the input of %u of "
-				  "%u nodes, and FTCC_DEGRADED=fail",
-				  cc->group, rec.seq, rec.ncontrib, rec.size);
-			res = ncclRemoteError;
-		}
-	} else if (rc == FTCC_ERR_MISMATCH) {
-		/* The nodes called this op differently: it failed on every node alike, nobody
-		 * left, and the group goes on with the next op. */
-		ftcc_warn("CollNet group %s: %s", cc->group, ftcc_comm_last_error(cc->comm));
-		res = ncclInvalidUsage;
-	} else if (rc == FTCC_ERR_INVALID || rc == FTCC_ERR_NOMEM) {
-		/* A local failure: the engine left the group for this node (the others finish
-		 * the op without it); this node stays failed. */
-		ftcc_warn("CollNet group %s: op failed on node %u: %s (%s); it left the group",
-			  cc->group, cc->rank, ftcc_strerror(rc), ftcc_comm_last_error(cc->comm));
-		cc->failed = res = rc == FTCC_ERR_NOMEM ? ncclSystemError : ncclInternalError;
-	} else {
-		/* LOST (a minority, or removed), ABORTED, TIMEOUT: this node cannot go on. */
-		ftcc_warn("CollNet group %s: node %u can no longer make progress with the group "
-			  "(%s): %s",
-			  cc->group, cc->rank, ftcc_strerror(rc), ftcc_comm_last_error(cc->comm));
-		cc->failed = res = ncclRemoteError;
-	}
-	if (cc->failed && !was_failed) {
-		if (rc == 0 || rc == FTCC_ERR_DEGRADED)
-			snprintf(cc->fail_why, sizeof(cc->fail_why),
-				 "op %" PRIu64 " has the input of %u of %u nodes, fewer than "
-				 "FTCC_COLLNET_MIN_NODES or FTCC_COLLNET_MIN_PERCENT",
-				 rec.seq, rec.ncontrib, rec.size);
-		else
-			snprintf(cc->fail_why, sizeof(cc->fail_why), "%s: %s", ftcc_strerror(rc),
-				 ftcc_comm_last_error(cc->comm));
-		cn_status_mark(cc, "failed");
-	}
+	res = cn_settle(cc, rc, &rec);
 	pthread_mutex_unlock(&cc->mu);
 	cn_status_flush(cc);
 	if (size)

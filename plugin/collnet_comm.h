@@ -7,6 +7,7 @@
 #define FTCC_PLUGIN_COLLNET_COMM_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,6 +17,8 @@
 /* Requests one collComm holds at once; NCCL keeps at most NCCL_STEPS (8) per channel in
  * flight. When every slot is taken, iallreduce answers "retry" (a NULL request). */
 #define CN_MAX_REQS 512
+/* The most lanes FTCC_LANES allows. */
+#define CN_MAX_LANES 8
 
 struct cn_comm;
 
@@ -24,6 +27,7 @@ struct cn_req {
 	struct cn_comm *cc;
 	ftcc_request_t *r;
 	size_t bytes;
+	int64_t t_post_ns; /* when it was posted, while tracing; else 0 */
 	int next_free;
 };
 
@@ -54,8 +58,17 @@ struct cn_comm {
 	pthread_mutex_t status_mu; /* one writer at a time, taken without mu */
 	int status_warned;	   /* one WARN when the file cannot be written (status_mu) */
 	struct cn_req reqs[CN_MAX_REQS];
+	/* connect's confirmation ops (one per lane): their input and results */
+	int32_t confirm_one;
+	int32_t confirm_sum[CN_MAX_LANES];
+	_Atomic int in_flight; /* ops posted and not yet seen done, counted while tracing */
 };
 
+/* What op result @rc (with its record @rec when 0 or FTCC_ERR_DEGRADED) means for the node: the
+ * test()'s ncclResult_t, a WARN when something went wrong, cc->failed set when the node cannot
+ * go on (it keeps its first code, except that a local failure replaces ncclRemoteError), and
+ * the status renewed. Caller holds cc->mu. */
+PLUGIN_HIDDEN ncclResult_t cn_settle(struct cn_comm *cc, int rc, const struct ftcc_record *rec);
 /* Says once, in a WARN, which nodes left the group since the last epoch seen, and renews the
  * status when the membership or the contributor set changed. Caller holds cc->mu. */
 PLUGIN_HIDDEN void cn_note_epoch(struct cn_comm *cc, const struct ftcc_record *rec);

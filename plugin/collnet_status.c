@@ -214,3 +214,69 @@ void cn_note_epoch(struct cn_comm *cc, const struct ftcc_record *rec)
 	cc->seen_epoch = v.epoch;
 	cn_status_mark(cc, cc->failed ? "failed" : "running");
 }
+
+/* Makes this node failed with @code and returns it for the op at hand. A node already failed
+ * keeps its code, except that a local failure (out of memory, an internal error) replaces
+ * ncclRemoteError: with lanes, the ops beside the one that failed here end LOST once the node
+ * left, and NCCL may test one of them first; the cause is the local failure. */
+static ncclResult_t cn_fail_code(struct cn_comm *cc, ncclResult_t code)
+{
+	if (!cc->failed || (cc->failed == ncclRemoteError && code != ncclRemoteError))
+		cc->failed = code;
+	return code;
+}
+
+ncclResult_t cn_settle(struct cn_comm *cc, int rc, const struct ftcc_record *rec)
+{
+	ncclResult_t was_failed = cc->failed, res = ncclSuccess;
+
+	if (rc == 0 || rc == FTCC_ERR_DEGRADED) {
+		cn_note_epoch(cc, rec);
+		if ((int64_t)rec->ncontrib < cc->min_nodes ||
+		    (int64_t)rec->ncontrib * 100 < cc->min_percent * (int64_t)rec->size) {
+			ftcc_warn("CollNet group %s: op %" PRIu64
+				  " has the input of %u of %u nodes, fewer than "
+				  "FTCC_COLLNET_MIN_NODES=%" PRId64
+				  " or FTCC_COLLNET_MIN_PERCENT=%" PRId64
+				  "%%; the group stops here",
+				  cc->group, rec->seq, rec->ncontrib, rec->size, cc->min_nodes,
+				  cc->min_percent);
+			res = cn_fail_code(cc, ncclRemoteError);
+		} else if (rc == FTCC_ERR_DEGRADED) {
+			ftcc_warn("CollNet group %s: op %" PRIu64
+				  " completed with the input of %u of "
+				  "%u nodes, and FTCC_DEGRADED=fail",
+				  cc->group, rec->seq, rec->ncontrib, rec->size);
+			res = ncclRemoteError;
+		}
+	} else if (rc == FTCC_ERR_MISMATCH) {
+		/* The nodes called this op differently: it failed on every node alike, nobody
+		 * left, and the group goes on with the next op. */
+		ftcc_warn("CollNet group %s: %s", cc->group, ftcc_comm_last_error(cc->comm));
+		res = ncclInvalidUsage;
+	} else if (rc == FTCC_ERR_INVALID || rc == FTCC_ERR_NOMEM) {
+		/* A local failure: the engine left the group for this node (the others finish
+		 * the op without it); this node stays failed. */
+		ftcc_warn("CollNet group %s: op failed on node %u: %s (%s); it left the group",
+			  cc->group, cc->rank, ftcc_strerror(rc), ftcc_comm_last_error(cc->comm));
+		res = cn_fail_code(cc, rc == FTCC_ERR_NOMEM ? ncclSystemError : ncclInternalError);
+	} else {
+		/* LOST (a minority, or removed), ABORTED, TIMEOUT: this node cannot go on. */
+		ftcc_warn("CollNet group %s: node %u can no longer make progress with the group "
+			  "(%s): %s",
+			  cc->group, cc->rank, ftcc_strerror(rc), ftcc_comm_last_error(cc->comm));
+		res = cn_fail_code(cc, ncclRemoteError);
+	}
+	if (cc->failed != was_failed) {
+		if (rc == 0 || rc == FTCC_ERR_DEGRADED)
+			snprintf(cc->fail_why, sizeof(cc->fail_why),
+				 "op %" PRIu64 " has the input of %u of %u nodes, fewer than "
+				 "FTCC_COLLNET_MIN_NODES or FTCC_COLLNET_MIN_PERCENT",
+				 rec->seq, rec->ncontrib, rec->size);
+		else
+			snprintf(cc->fail_why, sizeof(cc->fail_why), "%s: %s", ftcc_strerror(rc),
+				 ftcc_comm_last_error(cc->comm));
+		cn_status_mark(cc, "failed");
+	}
+	return res;
+}

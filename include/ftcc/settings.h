@@ -44,9 +44,9 @@
 	  "auto: recursive doubling up to this size, the ring above")                              \
 	X(SEGMENT_BYTES, INT, 1048576, 4096, 1073741824,                                           \
 	  "ring pipeline segment: each ring step moves its chunk in pieces of this size")          \
-	X(LANES, INT, 1, 1, 8,                                                                     \
+	X(LANES, INT, 0, 0, 8,                                                                     \
 	  "ops of a communicator in flight at once, each on a data plane of its own; the same on " \
-	  "every member")                                                                          \
+	  "every member; 0 = 4 in the CollNet plug-in, 1 elsewhere")                               \
 	X(COLLNET_MIN_NODES, INT, 1, 1, 1024,                                                      \
 	  "CollNet: an op whose result has fewer nodes' input fails with ncclRemoteError")         \
 	X(COLLNET_MIN_PERCENT, INT, 50, 0, 100,                                                    \

@@ -29,20 +29,26 @@ def worker(args):
         x = torch.full((count,), float(rank + 1), device="cuda")
         want = float(n * (n + 1) // 2)
         times = []
+        marks = []
         wrong = 0
         for it in range(args.warmup + args.iters):
             x.fill_(float(rank + 1))
             torch.cuda.synchronize()
             t0 = time.perf_counter()
+            m0 = time.monotonic_ns()
             dist.all_reduce(x)
             torch.cuda.synchronize()
             if it >= args.warmup:
                 times.append(time.perf_counter() - t0)
+                marks.append((m0, time.monotonic_ns()))
             wrong += int((x != want).sum().item())
         med = statistics.median(times)
         busbw = size * 2 * (n - 1) / n / med / 1e9
         if rank == 0:
             print(f"{size:>12} {med * 1e6:12.1f} {busbw:8.2f} {wrong}", flush=True)
+            if args.marks:  # CLOCK_MONOTONIC, the clock of the plug-in's TRACE lines
+                for a, b in marks:
+                    print(f"mark {size} {a / 1e6:.3f} {b / 1e6:.3f}", flush=True)
     dist.destroy_process_group()
 
 
@@ -59,6 +65,8 @@ def main():
     ap.add_argument("--port", type=int, default=29571)
     ap.add_argument("--timeout", type=float, default=600, help="seconds for the whole run")
     ap.add_argument("--worker", action="store_true")
+    ap.add_argument("--marks", action="store_true",
+                    help="print each timed allreduce's start and end (CLOCK_MONOTONIC, ms)")
     args = ap.parse_args()
     if args.worker:
         return worker(args)
@@ -78,7 +86,8 @@ def main():
             env.update({"NCCL_COLLNET_ENABLE": "1", "NCCL_ALGO": "allreduce:collnetchain"})
         procs.append(subprocess.Popen(
             [sys.executable, __file__, "--worker", "--max-bytes", str(args.max_bytes),
-             "--iters", str(args.iters), "--warmup", str(args.warmup)], env=env))
+             "--iters", str(args.iters), "--warmup", str(args.warmup)]
+            + (["--marks"] if args.marks else []), env=env))
     # One rank failing leaves the others blocked in NCCL: end them all at the deadline.
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline and any(p.poll() is None for p in procs):

@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # The whole GPU check of the CollNet plug-in in one command, for a machine with one GPU, CUDA,
-# PyTorch and NCCL (see perf/gpu/RESULTS.md): allreduce through ftcc's CollNet, a DDP job with
-# one rank killed mid-training, allreduce over ftcc's net plug-in (NCCL's rings), then NCCL's
-# own socket transport as the baseline. Every phase has its own time bound, so the command
-# ends (and packs its logs) inside a known time.
+# PyTorch and NCCL (see perf/gpu/RESULTS.md): allreduce through ftcc's CollNet, over ftcc's net
+# plug-in (NCCL's rings), and over NCCL's own socket transport (the baseline), then a DDP job
+# with one rank killed mid-training. Every phase has its own time bound, so the command ends
+# (and packs its logs) inside a known time.
+#
+# The "hosts" share one GPU. Without MPS the GPU runs one process's kernels at a time, and every
+# allreduce waits about 2 ms for the other process's time slice (perf/gpu/RESULTS.md): MPS=1
+# runs the benchmarks under MPS, which measures the transports instead. The DDP job always runs
+# without it: under MPS, a client killed with work on the GPU breaks the other clients.
 #
 #   SO=path/libnccl-net-ftcc.so   use this build instead of building one here
 #   MAXB=bytes N=hosts            largest allreduce (default 1 GiB), hosts of the DDP job (4)
 #   T_BENCH=s T_DDP=s             bound of each benchmark run and of the DDP job
+#   LANES="1 2 4"                 FTCC_LANES of each CollNet benchmark run (default 0: the
+#                                 plug-in's default, 4 lanes)
+#   DDP_LANES="1 2"               FTCC_LANES of each DDP job (default 0)
+#   MPS=1                         the benchmarks under CUDA MPS (nvidia-cuda-mps-control)
 # A short summary goes to stdout; every log is packed into $OUT/logs.tgz (default gpu-logs/).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -19,6 +28,9 @@ MAXB=${MAXB:-$((1 << 30))}
 T_BENCH=${T_BENCH:-150}
 T_DDP=${T_DDP:-150}
 SO=${SO:-}
+LANES=${LANES:-0}
+DDP_LANES=${DDP_LANES:-0}
+MPS=${MPS:-0}
 rm -rf "$LOG"
 mkdir -p "$OUT" "$LOG"
 trap 'tar czf "$OUT/logs.tgz" -C "$(dirname "$LOG")" "$(basename "$LOG")"' EXIT
@@ -34,10 +46,11 @@ if [ -z "$SO" ]; then
 fi
 SO=$(readlink -f "$SO")
 
-bench() { # mode
-	local d="$LOG/bench-$1"
+bench() { # mode [lanes]
+	local d="$LOG/bench-$1${2:+-lanes$2}"
 	mkdir -p "$d/status"
-	echo "== allreduce, $1, 2 hosts (bytes, median us, busbw GB/s, wrong elements)"
+	echo "== allreduce, $1${2:+, FTCC_LANES=$2}, 2 hosts (bytes, median us, busbw GB/s, wrong elements)"
+	FTCC_LANES=${2:-0} \
 	NCCL_DEBUG_FILE="$d/nccl.%p.log" NCCL_DEBUG_SUBSYS=INIT,NET FTCC_STATUS_DIR="$d/status" \
 		python3 perf/gpu/bench_allreduce.py --mode "$1" --so "$SO" -n 2 \
 		--max-bytes "$MAXB" --timeout "$T_BENCH" 2>&1 | tee "$d/table.txt"
@@ -47,17 +60,36 @@ bench() { # mode
 	pkill -9 -f "[p]erf/gpu/bench_allreduce.py"
 }
 
-bench ftcc
-mkdir -p "$LOG/ddp/status"
-echo "== DDP, $N hosts, rank 2 killed at step 100"
-FTCC_STATUS_DIR="$LOG/ddp/status" timeout -k 5 $((T_DDP + 30)) python3 perf/gpu/collnet_ddp.py \
-	--so "$SO" -n "$N" --kill 2 --kill-step 100 --timeout "$T_DDP" --logdir "$LOG/ddp" |
-	tee "$LOG/ddp.txt"
-grep -h -iE 'lost|WARN' "$LOG"/ddp/rank*.log | sort | uniq -c | sort -rn | head -8 | cut -c1-220
-for r in $(seq 0 $((N - 1))); do
-	echo "rank $r: $(grep -c '^step ' "$LOG/ddp/rank$r.log") hash lines," \
-		"last: $(grep '^step ' "$LOG/ddp/rank$r.log" | tail -1)"
-done
-pkill -9 -f "[p]erf/gpu/ddp_train.py"
+ddp() { # lanes
+	local d="$LOG/ddp-lanes$1"
+	mkdir -p "$d/status"
+	echo "== DDP, $N hosts, FTCC_LANES=$1, rank 2 killed at step 100"
+	FTCC_LANES=$1 FTCC_STATUS_DIR="$d/status" timeout -k 5 $((T_DDP + 30)) \
+		python3 perf/gpu/collnet_ddp.py --so "$SO" -n "$N" --kill 2 --kill-step 100 \
+		--timeout "$T_DDP" --logdir "$d" | tee "$d.txt"
+	grep -h -iE 'lost|WARN' "$d"/rank*.log | sort | uniq -c | sort -rn | head -8 | cut -c1-220
+	for r in $(seq 0 $((N - 1))); do
+		echo "rank $r: $(grep -c '^step ' "$d/rank$r.log") hash lines," \
+			"last: $(grep '^step ' "$d/rank$r.log" | tail -1)"
+	done
+	pkill -9 -f "[p]erf/gpu/ddp_train.py"
+}
+
+mps() { # start|stop
+	[ "$MPS" = 1 ] || return 0
+	export CUDA_MPS_PIPE_DIRECTORY=/tmp/ftcc-mps CUDA_MPS_LOG_DIRECTORY=$LOG/mps
+	if [ "$1" = start ]; then
+		mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+		nvidia-cuda-mps-control -d && echo "== MPS on" || { echo "MPS failed to start"; exit 1; }
+	else
+		echo quit | nvidia-cuda-mps-control && sleep 1 && echo "== MPS off"
+		unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+	fi
+}
+
+mps start
+for l in $LANES; do bench ftcc "$l"; done
 bench net
 bench socket
+mps stop
+for l in $DDP_LANES; do ddp "$l"; done

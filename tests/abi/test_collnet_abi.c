@@ -367,6 +367,54 @@ Test(collnet_v11, large_64mib, .init = abi_setup, .fini = cn_fini, .timeout = 12
 		     chaos_ms(h->ops[0].t_post, h->ops[0].t_done));
 }
 
+/* The lanes head @i's plug-in said it runs in its connect line ("..., N lanes), connected"),
+ * or -1. */
+static int lanes_said(int i)
+{
+	static char log[1 << 20];
+	const char *p, *q;
+
+	cn_heads_log(&g, i, log, sizeof(log));
+	p = strstr(log, "CollNet: node ");
+	q = p ? strstr(p, " lanes), connected") : NULL;
+	if (!q)
+		return -1;
+	while (q > p && q[-1] >= '0' && q[-1] <= '9')
+		q--;
+	return atoi(q);
+}
+
+/* Three heads with @setting ("FTCC_LANES=n") or none, ops 16 deep: every op exact, and each head
+ * runs @want lanes. */
+static void lanes_case(const char *setting, int want)
+{
+	struct cn_opts o = {
+		.version = 11, .depth = 16, .nops = 240, .script = mixed, .nspec = NMIXED
+	};
+
+	setenv("NCCL_DEBUG", "INFO", 1); /* the heads' connect line names their lanes */
+	unsetenv("FTCC_LANES");
+	for (int i = 0; i < 3; i++)
+		o.env[i] = setting;
+	cr_assert_eq(cn_heads_start(&g, 3, &o), 0);
+	group_finish(240);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(lanes_said(i), want, "head %d runs %d lanes, not %d: %s", i,
+			     lanes_said(i), want, explain());
+}
+
+/* FTCC_LANES is 0 by default: the CollNet plug-in then runs 4 lanes. */
+Test(collnet_v11, four_lanes_by_default, .init = abi_setup, .fini = cn_fini, .timeout = 120)
+{
+	lanes_case(NULL, 4);
+}
+
+/* FTCC_LANES set: that many lanes (neither the default nor the fallback of one). */
+Test(collnet_v11, ftcc_lanes_sets_the_lanes, .init = abi_setup, .fini = cn_fini, .timeout = 120)
+{
+	lanes_case("FTCC_LANES=2", 2);
+}
+
 /* ---- argument errors ------------------------------------------------------------------------- */
 
 static ncclResult_t table_listen(struct cn_table *c, void *handle, void **lcomm)

@@ -54,11 +54,11 @@ static void fault_kill(const struct fault_case *c)
 	};
 	uint32_t all = ids_all(c->n), dead = 0, armed = 0;
 	/* ops this close to SEQ may run beside it (lanes): with or without the victim */
-	uint64_t beside = c->depth > 1 ?
-				  (uint64_t)(c->lanes		  ? c->lanes :
-					     getenv("FTCC_LANES") ? atoi(getenv("FTCC_LANES")) :
+	int env_lanes = getenv("FTCC_LANES") ? atoi(getenv("FTCC_LANES")) : 0;
+	uint64_t beside = c->depth > 1 ? (uint64_t)(c->lanes	  ? c->lanes :
+						    env_lanes > 0 ? env_lanes :
 								    1) :
-				  0;
+					 0;
 	int64_t t_dead = 0;
 	struct ft_seq_info in;
 	double hi = -1, lo = -1, window = 0;
