@@ -179,6 +179,12 @@ static int comm_init(struct ftcc_comm *c, const struct ftcc_config *cfg, int p2p
 	c->nlanes = (uint32_t)ftcc_setting_int(FTCC_SET_LANES);
 	if (!c->nlanes) /* FTCC_LANES=0, the default: the caller's choice */
 		c->nlanes = auto_lanes >= 1 && auto_lanes <= ENG_LANES_MAX ? auto_lanes : 1;
+	c->no_have = (int)ftcc_setting_int(FTCC_SET_MEASURE_NO_HAVE);
+	if (c->no_have)
+		ftcc_warn("member %u of group %s: FTCC_MEASURE_NO_HAVE=1: ops return without the "
+			  "have round, for measurement only; a failure can leave members with "
+			  "different results",
+			  cfg->rank, cfg->group);
 	for (uint32_t i = 0; i < c->nlanes; i++) {
 		struct eng_lane *l = &c->lane[i];
 

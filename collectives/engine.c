@@ -675,7 +675,7 @@ void eng_run_op(struct eng_lane *l, struct ftcc_request *r)
 		 * the result for the other instead (remember()). */
 		two_rd = pe && pe->nmembers == 2 && att.algo == ALGO_RD;
 		if (rc == 0 && d.kind != RS_DONE && d.kind != RS_MISMATCH && pe->nmembers >= 2 &&
-		    !two_rd) {
+		    !two_rd && !(c->no_have && bytes)) {
 			ftcc_fault("have", r->seq, 0);
 			rc = eng_have(l, pe, r->seq, att.shape, &bad);
 		}

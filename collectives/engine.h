@@ -178,7 +178,8 @@ struct ftcc_comm {
 	atomic_int failed;	   /* gave up (left the group): the sticky error (written under
 				    * mu; read by every lane) */
 	int64_t timeout_ms;	   /* the failure timeout in effect */
-	atomic_uint ctl_gen;	   /* bumped on every membership change */
+	int no_have;	     /* FTCC_MEASURE_NO_HAVE: ops that moved data skip the have round */
+	atomic_uint ctl_gen; /* bumped on every membership change */
 
 	char last_error[256]; /* under mu */
 };

@@ -21,16 +21,10 @@ read -r -a LS <<<"${LANES:-1 2 4}"
 DEPTH=${DEPTH:-8}
 SWEEP=(-b 64K -e 16M -f 4 -n 20 -w 3 -d "$DEPTH")
 
-for f in "$PERF" "$PLUGIN"; do
-	[[ -e $f ]] || { echo "missing $f (build first: cmake --build $BUILD)" >&2; exit 2; }
-done
-for t in jq timeout; do
-	command -v "$t" >/dev/null || { echo "needs $t" >&2; exit 2; }
-done
-export FTCC_SOCKET_IFNAME=lo
-
 # shellcheck source=perf/vs_lib.sh
 source "$(dirname "$0")/vs_lib.sh"
+vs_require "$BUILD" "$PERF" "$PLUGIN"
+export FTCC_SOCKET_IFNAME=lo
 
 # run NAME LANES MODE-ARGS...: one run of ftcc-perf, its JSON lines appended to $WORK/NAME.json
 run() {

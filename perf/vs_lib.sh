@@ -14,6 +14,19 @@ vs_cleanup() {
 trap vs_cleanup EXIT
 trap 'exit 130' INT TERM
 
+# vs_require BUILD FILE...: exits (2) unless every FILE exists (built in BUILD) and jq and timeout
+# are installed
+vs_require() {
+	local build=$1 f t
+	shift
+	for f in "$@"; do
+		[[ -e $f ]] || { echo "missing $f (build first: cmake --build $build)" >&2; exit 2; }
+	done
+	for t in jq timeout; do
+		command -v "$t" >/dev/null || { echo "needs $t" >&2; exit 2; }
+	done
+}
+
 # median of the numbers on stdin
 median() {
 	sort -g | awk '{ v[NR] = $1 } END {
