@@ -181,10 +181,11 @@ static int comm_init(struct ftcc_comm *c, const struct ftcc_config *cfg, int p2p
 		c->nlanes = auto_lanes >= 1 && auto_lanes <= ENG_LANES_MAX ? auto_lanes : 1;
 	c->no_have = (int)ftcc_setting_int(FTCC_SET_MEASURE_NO_HAVE);
 	if (c->no_have)
-		ftcc_warn("member %u of group %s: FTCC_MEASURE_NO_HAVE=1: ops return without the "
-			  "have round, for measurement only; a failure can leave members with "
-			  "different results",
-			  cfg->rank, cfg->group);
+		ftcc_warn(
+			"member %u of group %s: FTCC_MEASURE_NO_HAVE=1: ops return without the "
+			"have round, for measurement only; a failure can stop the group (a resume "
+			"may lack chunks only a returned member held)",
+			cfg->rank, cfg->group);
 	for (uint32_t i = 0; i < c->nlanes; i++) {
 		struct eng_lane *l = &c->lane[i];
 
@@ -492,7 +493,8 @@ static void comm_stop(struct ftcc_comm *c, int graceful)
 	}
 	pthread_mutex_lock(&c->mu);
 	c->stop = 1;
-	pthread_cond_broadcast(&c->cv);
+	/* No lane runs a queued op any more: they end now (an op running ends by itself). */
+	eng_lanes_abort_queued(c);
 	while (eng_lanes_busy(c) && now_ms() < deadline) {
 		deadline_in(&ts, 5);
 		pthread_cond_timedwait(&c->cv, &c->mu, &ts);

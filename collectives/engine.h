@@ -216,6 +216,9 @@ void eng_shape_text(uint64_t shape, char *buf, size_t len);
 int eng_lanes_start(struct ftcc_comm *c, uint64_t first);
 /* Whether a thread runs ops of some lane (under c->mu). */
 int eng_lanes_busy(struct ftcc_comm *c);
+/* Ends every op still queued on a lane (no thread will run it once c->stop is set) with
+ * FTCC_ERR_ABORTED, for their ftcc_test() and ftcc_wait(). Under c->mu. */
+void eng_lanes_abort_queued(struct ftcc_comm *c);
 void eng_lanes_join(struct ftcc_comm *c);
 
 /* Starts op @d (checked here: FTCC_ERR_INVALID for bad arguments) and queues it; @wake: tell the

@@ -256,6 +256,23 @@ int eng_lanes_busy(struct ftcc_comm *c)
 	return 0;
 }
 
+void eng_lanes_abort_queued(struct ftcc_comm *c)
+{
+	for (uint32_t i = 0; i < c->nlanes; i++) {
+		struct eng_lane *l = &c->lane[i];
+
+		while (l->qhead) {
+			struct ftcc_request *r = l->qhead;
+
+			l->qhead = r->next;
+			r->result = FTCC_ERR_ABORTED;
+			r->done = 1;
+		}
+		l->qtail = NULL;
+	}
+	pthread_cond_broadcast(&c->cv);
+}
+
 void eng_lanes_join(struct ftcc_comm *c)
 {
 	for (uint32_t i = 0; i < c->nlanes; i++) {
@@ -317,11 +334,13 @@ int eng_start(struct ftcc_comm *c, const struct eng_op *d, int wake, ftcc_reques
 	r->dst_off = d->dst_off;
 	r->dst_len = d->dst_len;
 	pthread_mutex_lock(&c->mu);
-	if (c->next_seq - eng_done_below(c) >= FTCC_MAX_INFLIGHT) {
+	if (c->stop || c->next_seq - eng_done_below(c) >= FTCC_MAX_INFLIGHT) {
+		/* stopped since the check: nothing would run or end it */
+		rc = c->stop ? FTCC_ERR_ABORTED : FTCC_ERR_BUSY;
 		pthread_mutex_unlock(&c->mu);
 		free(r->tmp);
 		free(r);
-		return FTCC_ERR_BUSY;
+		return rc;
 	}
 	r->seq = c->next_seq++;
 	r->lnext = c->live;

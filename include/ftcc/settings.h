@@ -48,8 +48,8 @@
 	  "ops of a communicator in flight at once, each on a data plane of its own; the same on " \
 	  "every member; 0 = 4 in the CollNet plug-in, 1 elsewhere")                               \
 	X(MEASURE_NO_HAVE, INT, 0, 0, 1,                                                           \
-	  "measurement only, the same on every member: 1 = ops return without the have round "     \
-	  "(perf/ft_cost.sh); a failure can then leave members with different results")            \
+	  "measurement only, the same on every member (not checked): 1 = ops return without the "  \
+	  "have round (perf/ft_cost.sh); a failure can then stop the group")                       \
 	X(COLLNET_MIN_NODES, INT, 1, 1, 1024,                                                      \
 	  "CollNet: an op whose result has fewer nodes' input fails with ncclRemoteError")         \
 	X(COLLNET_MIN_PERCENT, INT, 50, 0, 100,                                                    \

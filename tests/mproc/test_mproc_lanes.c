@@ -106,6 +106,61 @@ Test(ft_mproc_lanes, one_lane_runs_ops_in_order)
 	run_overtake("1", 0);
 }
 
+/* Op 2 held (a second) at every member, ops 3 .. 7 started behind it, then the comm aborted: the
+ * ops still queued (4 .. 7 wait for op 2 with one or two lanes) are done with FTCC_ERR_ABORTED
+ * by the time ftcc_comm_abort() returns, for ftcc_test() as for ftcc_wait(); the ones running
+ * end by themselves. */
+static void sc_abort_queued(struct pg_shared *S, int me, ftcc_comm_t *c)
+{
+	float x[8][COUNT];
+	ftcc_request_t *r[8] = { NULL };
+	struct ftcc_record rec;
+	int done = 0, rc;
+
+	(void)S;
+	for (uint64_t s = 0; s < 8; s++)
+		for (int i = 0; i < COUNT; i++)
+			x[s][i] = input_of(me, s, i);
+	for (uint64_t s = 0; s < 2; s++) {
+		rc = ftcc_allreduce(c, x[s], x[s], COUNT, FTCC_FLOAT32, FTCC_SUM, &rec);
+		PG_FAIL_IF(rc, "op %llu: %s", (unsigned long long)s, ftcc_strerror(rc));
+	}
+	for (int s = 2; s < 8; s++) {
+		rc = ftcc_iallreduce(c, x[s], x[s], COUNT, FTCC_FLOAT32, FTCC_SUM, &r[s]);
+		PG_FAIL_IF(rc, "start op %d: %s", s, ftcc_strerror(rc));
+	}
+	ftcc_comm_abort(c);
+	for (int s = 4; s < 8; s++) {
+		rc = ftcc_test(r[s], &done, &rec);
+		PG_FAIL_IF(!done, "op %d is not done when the abort returned", s);
+		PG_FAIL_IF(rc != FTCC_ERR_ABORTED, "op %d: %s", s, ftcc_strerror(rc));
+	}
+	for (int s = 2; s < 4; s++) {
+		rc = ftcc_wait(r[s], &rec); /* bounded: they end by themselves */
+		PG_FAIL_IF(rc == 0 && rec.seq != (uint64_t)s, "op %d: record of op %llu", s,
+			   (unsigned long long)rec.seq);
+	}
+}
+
+static void run_abort_queued(const char *lanes)
+{
+	setenv("FTCC_FAULT", "input:2:*:hold", 1);
+	setenv("FTCC_LANES", lanes, 1);
+	pg_run("abortq", N, sc_abort_queued, 30000, 0);
+	unsetenv("FTCC_FAULT");
+	unsetenv("FTCC_LANES");
+}
+
+Test(ft_mproc_lanes, abort_ends_the_ops_queued_one_lane)
+{
+	run_abort_queued("1");
+}
+
+Test(ft_mproc_lanes, abort_ends_the_ops_queued_two_lanes)
+{
+	run_abort_queued("2");
+}
+
 static void three_lanes_for_member2(int me)
 {
 	if (me == 2)

@@ -92,7 +92,8 @@ Test(ft_mproc_measure, no_have_round_and_exact_results)
 	unsetenv("FTCC_MEASURE_NO_HAVE");
 }
 
-/* Op 2 is a recursive doubling op of 4 floats among 3 members: it has a have round. */
+/* Op 2 (100 000 floats, a ring op) among 3 members has a have round, whatever its algorithm: only
+ * a recursive doubling op of two members goes without. */
 Test(ft_mproc_measure, the_have_round_runs_by_default)
 {
 	int st = 0;
