@@ -241,6 +241,23 @@ Test(chaos_link, reset_by_nft_reject)
 	reset_mid_stream("reset_by_nft_reject", RESET_NFT, 0xc4a0510000000004ull);
 }
 
+/* Polls until either side's test() failed or both streamed every message, or @deadline (ns).
+ * Whether it settled. */
+static int wait_settled(int64_t deadline)
+{
+	int settled = 0;
+
+	while (!settled && chaos_now_ns() < deadline) {
+		settled = atomic_load(&pair.sh->side[0].test_err) ||
+			  atomic_load(&pair.sh->side[1].test_err) ||
+			  (atomic_load(&pair.sh->side[0].stage) >= CHAOS_ST_STREAMED &&
+			   atomic_load(&pair.sh->side[1].stage) >= CHAOS_ST_STREAMED);
+		if (!settled)
+			chaos_sleep_ms(1);
+	}
+	return settled;
+}
+
 /* One data socket's packets vanish (a black-holed path, as a bad ECMP route does to one flow)
  * while the control socket stays healthy: the stream must not stall silently. Within the
  * failure timeout + 1 s either the connection is repaired (the stream completed, or moves again
@@ -270,14 +287,7 @@ Test(chaos_link, blackhole_one_data_flow)
 	t_fault = chaos_now_ns();
 	cr_assert_eq(chaos_nft_drop_port(table, data->lport), 0, "nft drop rules");
 	deadline = t_fault + (int64_t)(timeout + 1000) * 1000000;
-	while (!settled && chaos_now_ns() < deadline) {
-		settled = atomic_load(&pair.sh->side[0].test_err) ||
-			  atomic_load(&pair.sh->side[1].test_err) ||
-			  (atomic_load(&pair.sh->side[0].stage) >= CHAOS_ST_STREAMED &&
-			   atomic_load(&pair.sh->side[1].stage) >= CHAOS_ST_STREAMED);
-		if (!settled)
-			chaos_sleep_ms(1);
-	}
+	settled = wait_settled(deadline);
 	if (!settled) {
 		/* Repaired but not done yet (a slow host, a sanitizer): the stream must be moving,
 		 * which it cannot do over the dropped flow, and then finish. */
@@ -285,14 +295,8 @@ Test(chaos_link, blackhole_one_data_flow)
 		chaos_sleep_ms(200);
 		moving = atomic_load(&pair.sh->side[CHAOS_RECEIVER].done) > d0;
 		deadline = t_fault + (int64_t)cfg.deadline_ms * 1000000;
-		while (moving && !settled && chaos_now_ns() < deadline) {
-			settled = atomic_load(&pair.sh->side[0].test_err) ||
-				  atomic_load(&pair.sh->side[1].test_err) ||
-				  (atomic_load(&pair.sh->side[0].stage) >= CHAOS_ST_STREAMED &&
-				   atomic_load(&pair.sh->side[1].stage) >= CHAOS_ST_STREAMED);
-			if (!settled)
-				chaos_sleep_ms(1);
-		}
+		if (moving)
+			settled = wait_settled(deadline);
 	}
 	chaos_report("blackhole_one_data_flow: fault at message %ld; %s after %.1f ms; received "
 		     "%ld, sent %ld; %s; %s",
