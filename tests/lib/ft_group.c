@@ -376,6 +376,14 @@ static int ft_script(struct ft_child *c, struct ft_slot *slots, int depth)
 	}
 }
 
+static int64_t process_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Body of a member process: create, probe, run the script, wait to be stopped, destroy. */
 static int ft_child_main(void *arg)
 {
@@ -389,7 +397,7 @@ static int ft_child_main(void *arg)
 	int depth = g->o.depth > 1 ? g->o.depth : 1;
 	size_t max_bytes = 64;
 	pthread_t th;
-	int64_t t;
+	int64_t t, cpu;
 	int rc;
 
 	setenv("FTCC_DEBUG", getenv("FT_GROUP_DEBUG") ? getenv("FT_GROUP_DEBUG") : "INFO", 1);
@@ -464,6 +472,7 @@ static int ft_child_main(void *arg)
 		chaos_sleep_ms(1);
 	atomic_store(&c.quit, 1);
 	pthread_join(th, NULL);
+	cpu = process_cpu_ns();
 	t = chaos_now_ns();
 	atomic_store(&r->destroy_rc, ftcc_comm_destroy(c.comm));
 	atomic_store(&r->destroy_ns, chaos_now_ns() - t > 0 ? chaos_now_ns() - t : 1);
@@ -471,6 +480,7 @@ static int ft_child_main(void *arg)
 		free(slots[k].send);
 		free(slots[k].recv);
 	}
+	atomic_store(&r->teardown_cpu_ns, process_cpu_ns() - cpu);
 	return 0;
 }
 
@@ -580,15 +590,18 @@ int ft_group_spawn(struct ft_group *g, int i, int join, int catchup, const char 
 }
 
 /* The highest sequence number process record @r may hold. */
-int ft_group_end(struct ft_group *g, int timeout_ms, double *max_destroy_ms)
+int ft_group_end(struct ft_group *g, int timeout_ms, double *max_destroy_ms, double *cpu_wait_ms)
 {
 	int64_t deadline = chaos_now_ns() + (int64_t)timeout_ms * 1000000;
 	int asked[FT_GROUP_MAX_RUNS] = { 0 };
-	double worst = 0;
+	double worst = 0, cpu = 0;
+	cpu_set_t cores;
 	int bad = 0;
 
 	if (max_destroy_ms)
 		*max_destroy_ms = 0;
+	if (cpu_wait_ms)
+		*cpu_wait_ms = 0;
 	if (!g->sh)
 		return 0;
 	for (int i = 0; i < g->n; i++) {
@@ -618,6 +631,7 @@ int ft_group_end(struct ft_group *g, int timeout_ms, double *max_destroy_ms)
 
 			worst = ms > worst ? ms : worst;
 		}
+		cpu += (double)atomic_load(&g->sh->run[ri].teardown_cpu_ns) / 1e6;
 	}
 	for (int ri = 0; ri < g->nruns; ri++) {
 		chaos_kill(g->sh->run[ri].pid);
@@ -628,5 +642,12 @@ int ft_group_end(struct ft_group *g, int timeout_ms, double *max_destroy_ms)
 	memset(g, 0, sizeof(*g));
 	if (max_destroy_ms)
 		*max_destroy_ms = worst;
+	if (cpu_wait_ms) {
+		CPU_ZERO(&cores);
+		*cpu_wait_ms = cpu / (sched_getaffinity(0, sizeof(cores), &cores) == 0 &&
+						      CPU_COUNT(&cores) > 0 ?
+					      CPU_COUNT(&cores) :
+					      1);
+	}
 	return bad;
 }

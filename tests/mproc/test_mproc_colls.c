@@ -26,7 +26,7 @@ static char text[1 << 16];
 
 static void colls_teardown(void)
 {
-	ft_group_end(&grp, 2000, NULL);
+	ft_group_end(&grp, 2000, NULL, NULL);
 	chaos_proc_cleanup();
 }
 
@@ -78,7 +78,7 @@ static void run_checked(const char *name, int n, struct ft_group_opts *o, uint64
 	checked = ft_group_invariants(&grp, ids_all(n), why, sizeof(why));
 	cr_expect_eq((uint64_t)checked, limit - !!mismatched, "%s\n%s", checked < 0 ? why : "",
 		     describe());
-	cr_expect_eq(ft_group_end(&grp, 5000, NULL), 0, "members did not exit cleanly");
+	cr_expect_eq(ft_group_end(&grp, 5000, NULL, NULL), 0, "members did not exit cleanly");
 }
 
 static const size_t sizes[] = { 1, 1000, 70000 };
@@ -220,7 +220,7 @@ Test(ft_mproc_colls, resets_between_live_members)
 			  "op %llu saw no reset\n%s", (unsigned long long)s, describe());
 	checked = ft_group_invariants(&grp, 7, why, sizeof(why));
 	cr_expect_eq(checked, 12, "%s\n%s", checked < 0 ? why : "", describe());
-	cr_expect_eq(ft_group_end(&grp, 5000, NULL), 0, "members did not exit cleanly");
+	cr_expect_eq(ft_group_end(&grp, 5000, NULL, NULL), 0, "members did not exit cleanly");
 }
 
 /* Bad arguments on a one-member group, which then still works. */

@@ -34,7 +34,7 @@ static char logbuf[1 << 16];
 
 static void exit_teardown(void)
 {
-	ft_group_end(&grp, 2000, NULL);
+	ft_group_end(&grp, 2000, NULL, NULL);
 	chaos_proc_cleanup();
 }
 
@@ -132,6 +132,6 @@ Test(ft_exit, two_members_either_order)
 	static const int first[] = { 0, 1 }, second[] = { 1, 0 };
 
 	clean_exit("exit01", 2, first);
-	ft_group_end(&grp, 2000, NULL);
+	ft_group_end(&grp, 2000, NULL, NULL);
 	clean_exit("exit10", 2, second);
 }

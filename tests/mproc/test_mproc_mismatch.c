@@ -31,7 +31,7 @@ static char text[1 << 15];
 
 static void mismatch_teardown(void)
 {
-	ft_group_end(&grp, 2000, NULL);
+	ft_group_end(&grp, 2000, NULL, NULL);
 	chaos_proc_cleanup();
 }
 

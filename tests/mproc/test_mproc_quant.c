@@ -25,7 +25,7 @@ static char text[1 << 16];
 
 static void quant_teardown(void)
 {
-	ft_group_end(&grp, 2000, NULL);
+	ft_group_end(&grp, 2000, NULL, NULL);
 	chaos_proc_cleanup();
 }
 
@@ -77,7 +77,7 @@ static void run_checked(const char *name, int n, struct ft_group_opts *o, uint64
 	/* an op that ended in a mismatch has no result to check */
 	cr_expect_eq((uint64_t)checked, limit - !!mismatched, "%d ops checked of %llu", checked,
 		     (unsigned long long)limit);
-	cr_expect_eq(ft_group_end(&grp, 5000, NULL), 0, "members did not exit cleanly");
+	cr_expect_eq(ft_group_end(&grp, 5000, NULL, NULL), 0, "members did not exit cleanly");
 }
 
 static const size_t sizes[] = { 0, 1, 3, 1000, 65537, 1u << 20 };
@@ -206,7 +206,7 @@ Test(ft_mproc_quant, resets_between_live_members)
 			  ft_group_op(&grp, 0, 8)->epoch > ft_group_op(&grp, 0, 7)->epoch,
 		  "op 8 saw no reset\n%s", describe());
 	cr_expect(!ft_group_op(&grp, 0, 5)->resumed, "op 5 finished from data nobody held");
-	cr_expect_eq(ft_group_end(&grp, 5000, NULL), 0, "members did not exit cleanly");
+	cr_expect_eq(ft_group_end(&grp, 5000, NULL, NULL), 0, "members did not exit cleanly");
 }
 
 /* Options a codec cannot take, and options not made by ftcc_op_opts_init(), are refused at once on
