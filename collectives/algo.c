@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Allreduce algorithm selection, the chunk partition every algorithm reports its progress in,
  * and the progress loop the algorithms share (dp waits interleaved with the epoch check).
- * The algorithms themselves: algo_ring.c, algo_rd.c.
+ * The algorithms themselves: algo_ring.c, algo_rd.c, algo_q.c, algo_ag.c, algo_bc.c.
  */
 #include "ftcc/algo.h"
 
@@ -50,7 +50,7 @@ uint32_t algo_chunks(enum algo_id id, uint32_t n)
 	if (id == ALGO_RING || id == ALGO_Q) {
 		return n ? n : 1;
 	}
-	return 1;
+	return id == ALGO_BC ? BC_CHUNKS : 1;
 }
 
 void algo_chunk_range(uint32_t nchunks, size_t count, uint32_t c, size_t *off, size_t *len)
@@ -103,7 +103,7 @@ int algo_run(enum algo_id id, struct algo_att *a)
 	    ftcc_dtype_size(a->dtype) == 0 || (unsigned)a->op >= FTCC_REDOP_COUNT) {
 		return -EINVAL;
 	}
-	if (a->count && (!a->input || !a->out || a->input == a->out)) {
+	if (a->count && ((!a->input && id != ALGO_BC) || !a->out || a->input == a->out)) {
 		return -EINVAL;
 	}
 	switch (id) {
@@ -115,6 +115,8 @@ int algo_run(enum algo_id id, struct algo_att *a)
 		return algo_q_run(a);
 	case ALGO_AG:
 		return algo_ag_run(a);
+	case ALGO_BC:
+		return algo_bc_run(a);
 	}
 	return -EINVAL;
 }

@@ -116,9 +116,6 @@ static int bcast_start(ftcc_comm_t *c, void *buf, size_t count, enum ftcc_dtype 
 	    (count && !buf)) {
 		return FTCC_ERR_INVALID;
 	}
-	if (root != c->rank && count) {
-		memset(buf, 0, count * esz); /* the buffer is the op's from now on */
-	}
 	return eng_start(c, &d, wake, req);
 }
 
@@ -171,13 +168,7 @@ static int rs_start(ftcc_comm_t *c, const void *sendbuf, void *recvbuf, size_t c
 	d.count = count * c->size;
 	d.dst_off = (size_t)c->rank * count * esz;
 	d.dst_len = count * esz;
-	if (count) {
-		d.tmp = malloc(d.count * esz);
-		if (!d.tmp) {
-			return FTCC_ERR_NOMEM;
-		}
-	}
-	d.recvbuf = d.tmp;
+	/* d.recvbuf NULL: the lane's buffer when the op runs (eng_run_op) */
 	return eng_start(c, &d, wake, req);
 }
 
@@ -218,19 +209,18 @@ void eng_coll_finish(struct eng_lane *l, struct ftcc_request *r)
 				      "result (it left or died first, or was catching up)",
 				      (unsigned long long)r->seq, r->param);
 			r->result = FTCC_ERR_PEER_LOST;
-			if (r->count) { /* the root's buffer holds its data again (others: 0) */
+			/* the root's buffer holds its data again, the others' zeros */
+			if (r->count && r->param == c->rank) {
 				memcpy(r->recvbuf, l->keep, r->count);
+			} else if (r->count) {
+				memset(r->recvbuf, 0, r->count);
 			}
 		} else {
 			r->result = 0; /* the data is whole, whoever else is missing */
 		}
 	}
-	if (r->kind == ENG_REDUCE_SCATTER) {
-		if (ok && r->dst_len) {
-			memmove(r->dst, (uint8_t *)r->tmp + r->dst_off, r->dst_len);
-		}
-		free(r->tmp);
-		r->tmp = NULL;
+	if (r->kind == ENG_REDUCE_SCATTER && ok && r->dst_len) {
+		memmove(r->dst, (uint8_t *)r->recvbuf + r->dst_off, r->dst_len);
 	}
 }
 

@@ -149,6 +149,7 @@ static void comm_free(struct ftcc_comm *c)
 		free(l->scratch);
 		free(l->keep);
 		free(l->ident);
+		free(l->rsbuf);
 		free(l->opv);
 		free(l->copybuf[0]);
 		free(l->copybuf[1]);

@@ -267,9 +267,10 @@ void eng_shape_text(uint64_t shape, char *buf, size_t len)
 	}
 }
 
-/* Runs a fresh attempt of @r among the members of @e. */
+/* Runs a fresh attempt of @r among the members of @e. @input NULL: zeros (a broadcast's
+ * non-root). @fresh: the op's result buffer still holds @input. */
 static int run_attempt(struct eng_lane *l, struct ftcc_request *r, const struct ctl_epoch *e,
-		       const void *input, struct eng_att *att, uint32_t *bad_peer)
+		       const void *input, int fresh, struct eng_att *att, uint32_t *bad_peer)
 {
 	struct ftcc_comm *c = l->c;
 	size_t esz = ftcc_dtype_size(r->dtype), bytes = r->count * esz;
@@ -291,10 +292,15 @@ static int run_attempt(struct eng_lane *l, struct ftcc_request *r, const struct 
 	att->algo = r->codec				    ? ALGO_Q :
 		    r->kind == ENG_ALLGATHER && c->size > 1 ? ALGO_AG :
 							      algo_choose(bytes, e->nmembers);
+	if (r->kind == ENG_BROADCAST && att->algo == ALGO_RING) {
+		att->algo = ALGO_BC; /* the large-message algorithm of a broadcast */
+	}
 	/* an allgather's chunks are the group's slots, whoever takes part */
 	att->nchunks = att->algo == ALGO_AG ? c->size : algo_chunks(att->algo, e->nmembers);
 	contrib_of(e, att);
-	if (!self_contributes(e)) {
+	/* A catch-up member gives the identity; a broadcast's non-root zeros (the identity of
+	 * its uint8 SUM), which its chain never reads. */
+	if (!self_contributes(e) || (!input && att->algo != ALGO_BC)) {
 		if (grow(&l->ident, &l->ident_len, bytes)) {
 			return -ENOMEM;
 		}
@@ -319,6 +325,8 @@ static int run_attempt(struct eng_lane *l, struct ftcc_request *r, const struct 
 	a.op = r->op == FTCC_AVG ? FTCC_SUM : r->op;
 	a.codec = r->codec;
 	a.slots = c->size;
+	a.root = r->param;
+	a.out_holds_input = fresh && input == l->keep;
 	a.shape = att->shape;
 	a.scratch = l->scratch;
 	a.have = att->have;
@@ -518,7 +526,9 @@ static void end_mismatch(struct eng_lane *l, struct ftcc_request *r, const struc
 		      "member %u with %s; it failed on every member",
 		      (unsigned long long)r->seq, d->mm_id[0], sa, d->mm_id[1], sb);
 	ftcc_warn("engine: group %s: %s", c->group, c->last_error);
-	if (r->sendbuf == r->recvbuf && bytes) {
+	if (r->kind == ENG_BROADCAST && r->param != c->rank && bytes) {
+		memset(r->recvbuf, 0, bytes);
+	} else if (r->sendbuf == r->recvbuf && bytes) {
 		memcpy(r->recvbuf, l->keep, bytes);
 	}
 	remember(l, r, att, epoch, 0);
@@ -558,7 +568,22 @@ void eng_run_op(struct eng_lane *l, struct ftcc_request *r)
 	uint64_t last_epoch = 0;
 	int attempts = 0, resumed = 0, two_rd = 0, warn_due = 0, rc;
 
-	if (r->sendbuf == r->recvbuf && bytes) {
+	if (r->kind == ENG_BROADCAST && r->param != c->rank) {
+		input = NULL; /* zeros: nothing to keep */
+	}
+	if (r->kind == ENG_REDUCE_SCATTER && bytes) {
+		/* The whole reduction lands in the lane's buffer, kept from op to op (a fresh one
+		 * per op would be faulted in every time); eng_coll_finish() copies the own slot
+		 * out before the lane runs its next op. */
+		if (grow(&l->rsbuf, &l->rsbuf_len, bytes)) {
+			eng_set_error(c, "op %llu: out of memory for a reduce-scatter (%zu bytes)",
+				      (unsigned long long)r->seq, bytes);
+			r->result = FTCC_ERR_NOMEM;
+			return;
+		}
+		r->recvbuf = l->rsbuf;
+	}
+	if (r->sendbuf == r->recvbuf && bytes && input) {
 		/* In place: the input is kept until the op is settled, for a redo. */
 		if (ftcc_fault("input", r->seq, 0) || grow(&l->keep, &l->keep_len, bytes)) {
 			eng_set_error(c,
@@ -624,7 +649,8 @@ void eng_run_op(struct eng_lane *l, struct ftcc_request *r)
 			switch (d.kind) {
 			case RS_RUN:
 				attempts++;
-				rc = run_attempt(l, r, pe, input, &att, &bad);
+				rc = run_attempt(l, r, pe, input, attempts == 1 && !resumed, &att,
+						 &bad);
 				break;
 			case RS_FINISH:
 			case RS_DONE:

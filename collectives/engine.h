@@ -34,7 +34,7 @@ enum eng_kind {
 	ENG_ALLREDUCE = 1,
 	ENG_BROADCAST = 2,	/* uint8 SUM of the bytes; every member but the root gives 0 */
 	ENG_ALLGATHER = 3,	/* uint8 SUM of size slots, each member's own filled */
-	ENG_REDUCE_SCATTER = 4, /* allreduce into an owned buffer, then the own slot copied */
+	ENG_REDUCE_SCATTER = 4, /* allreduce into the lane's buffer, then the own slot copied */
 	ENG_BARRIER = 5,	/* an allreduce of no elements */
 	ENG_SEND = 6,		/* point-to-point (p2p.c): never queued, never shaped */
 	ENG_RECV = 7,
@@ -149,6 +149,8 @@ struct eng_lane {
 	size_t keep_len;
 	void *ident; /* the identity input of a member catching up */
 	size_t ident_len;
+	void *rsbuf; /* a reduce-scatter's whole result */
+	size_t rsbuf_len;
 	struct ctl_epoch *opv; /* eng_op_view()'s buffer */
 	size_t opv_cap;
 	void *copybuf[2]; /* eng_done copies, by the parity of the op's turn in the lane */

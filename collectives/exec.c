@@ -291,10 +291,11 @@ static int start_check(struct ftcc_comm *c, const struct eng_op *d, ftcc_request
 
 	if (!c || !req || (unsigned)d->dtype >= FTCC_DTYPE_COUNT ||
 	    (unsigned)d->op >= FTCC_REDOP_COUNT || (unsigned)d->codec >= FTCC_CODEC_COUNT ||
-	    (d->count && (!s || !r)) || d->count > FTCC_MAX_COUNT) {
+	    (d->count && (!s || (!r && d->kind != ENG_REDUCE_SCATTER))) ||
+	    d->count > FTCC_MAX_COUNT) {
 		return FTCC_ERR_INVALID;
 	}
-	if (s != r && d->count && s < r + bytes && r < s + bytes) {
+	if (r && s != r && d->count && s < r + bytes && r < s + bytes) {
 		return FTCC_ERR_INVALID; /* overlapping but not in place */
 	}
 	if (atomic_load(&c->aborted)) {

@@ -40,7 +40,7 @@ int ftcc_fault_armed;
 
 static const char *const fault_points[] = {
 	"connect", "rs",   "ag",   "rd",    "qs",   "qg",    "report",
-	"decide",  "fill", "have", "epoch", "join", "input",
+	"decide",  "fill", "have", "epoch", "join", "input", "bc",
 };
 
 static struct fault_spec fault_specs[FAULT_MAX];

@@ -43,7 +43,7 @@ static int report_valid(const struct rs_report *r, uint64_t seq)
 		uint32_t c, k = 0;
 
 		if (r->nchunks == 0 || r->nchunks > RS_CHUNKS_MAX || r->att_epoch == 0 ||
-		    (r->att_algo < ALGO_RING || r->att_algo > ALGO_AG)) {
+		    (r->att_algo < ALGO_RING || r->att_algo > ALGO_BC)) {
 			return 0;
 		}
 		for (c = 0; c < FTCC_MAX_MEMBERS; c++) {

@@ -257,8 +257,8 @@ FTCC_API int ftcc_iallreduce_opts(ftcc_comm_t *comm, const void *sendbuf, void *
  * allgather), count, type or operator (reduce-scatter) at the same point is FTCC_ERR_MISMATCH,
  * after which a broadcast's or allgather's buffer holds zeros outside the member's own data.
  * Slots follow member ids: member i's block is at i * count elements, for the group's size at
- * formation. The buffers are the op's from the start call on (a non-root's broadcast buffer and
- * the allgather's other slots are zeroed then). Counts: broadcast and allgather at most
+ * formation. The buffers are the op's from the start call on (the allgather's other slots are
+ * zeroed then). Counts: broadcast and allgather at most
  * FTCC_MAX_COUNT / 8 elements in all, reduce-scatter FTCC_MAX_COUNT in all. Each is the blocking
  * call; the ftcc_i* form returns a request.
  *

@@ -25,7 +25,11 @@ enum algo_id {
 	ALGO_RD = 2,   /* recursive doubling (non powers of two: the extra members fold in first) */
 	ALGO_Q = 3,    /* quantized: scatter encoded chunks to their owners, gather encoded sums */
 	ALGO_AG = 4,   /* allgather: each member's slot is final at its owner; a ring passes them */
+	ALGO_BC = 5,   /* broadcast: a pipelined chain from the root (bytes) */
 };
+
+/* ALGO_BC's chunks, whatever the group's size. */
+#define BC_CHUNKS 64
 
 struct algo_att {
 	struct dp *dp;
@@ -41,6 +45,8 @@ struct algo_att {
 	enum ftcc_redop op;    /* AVG is reduced as SUM; the engine divides afterwards */
 	enum ftcc_codec codec; /* ALGO_Q's codec */
 	uint32_t slots;	       /* ALGO_AG: slots (the group's size), member id i's is slot i */
+	uint32_t root;	       /* ALGO_BC: the root's member id (maybe not in ids) */
+	int out_holds_input;   /* ALGO_BC: @out already holds @input (not copied again) */
 	uint64_t shape;	       /* the op's shape, carried by every data frame (dp.h) */
 	void *scratch;	       /* algo_scratch_bytes() bytes, engine-owned */
 	uint8_t *have;	       /* bitmap of algo_chunks() bits, cleared by the engine */
@@ -79,6 +85,12 @@ int algo_q_run(struct algo_att *a);
  * input holding this member's own and zeros; chunks are the slots. Fault point "ag", step =
  * ring step. */
 int algo_ag_run(struct algo_att *a);
+/* ALGO_BC (collectives/algo_bc.c): a->count bytes (uint8) from member id a->root, whose input
+ * holds them; the others' input is not read (it may be NULL): theirs is zeros. Fault point "bc",
+ * step = segment. */
+int algo_bc_run(struct algo_att *a);
+/* The bytes of one segment of a broadcast of @bytes. */
+size_t algo_bc_seg(size_t bytes);
 int algo_run(enum algo_id id, struct algo_att *a);
 
 static inline void algo_have_set(uint8_t *have, uint32_t c)

@@ -10,7 +10,8 @@
  *
  * Points: "connect" (communicator created, before the group forms), "rs" / "ag" (ring
  * reduce-scatter / allgather step, before the step's transfers), "rd" (recursive doubling round),
- * "qs" / "qg" (the quantized allreduce's scatter / gather, step 0),
+ * "qs" / "qg" (the quantized allreduce's scatter / gather, step 0), "bc" (a broadcast's chain,
+ * step = segment, before this member's first transfer of it),
  * "report" (before sending resume reports), "decide" (after the resume decision), "fill"
  * (before pushing missing chunks), "have" (before the have notices), "epoch" (an op saw a new
  * epoch), "join" (a joining member was admitted), "input" (an op starts: its input is kept).

@@ -341,7 +341,15 @@ static const struct ft_spec rs_big[] = {
 
 Test(ft_kill, broadcast_member2)
 {
-	COLL("bcm2", bc_big, 2, "rs:5:0");
+	COLL("bcm2", bc_big, 2, "bc:5:0");
+}
+
+/* The chain's middle member (0 -> 1 -> 2) dies as it passes on the 9th of 16 segments: member 2
+ * holds a part of the data, the root all of it; the survivors finish from the data (the root
+ * fills member 2's missing chunks), the dead member in the set. */
+Test(ft_kill, broadcast_middle_partway)
+{
+	COLL("bcm1p", bc_big, 1, "bc:5:8");
 }
 
 /* Before the first ring step nobody has the victim's slot (redone without it); before the
@@ -415,14 +423,21 @@ static void broadcast_root(const char *name, const char *fault, int either)
 
 Test(ft_kill, broadcast_root)
 {
-	broadcast_root("bcroot", "rs:5:0", 0);
+	broadcast_root("bcroot", "bc:5:0", 0);
 }
 
-/* Partway: after the reduce-scatter's first step the survivors hold some of the root's chunks;
- * whether an allgather step gets them all decides, the same way everywhere. */
+/* Partway: the root dies as it sends the 9th of 16 segments: the survivors hold some of its
+ * chunks (up to 4 segments were still on the way); whether they hold them all decides, the same
+ * way everywhere. */
 Test(ft_kill, broadcast_root_partway)
 {
-	broadcast_root("bcroot1", "ag:5:0", 1);
+	broadcast_root("bcroot1", "bc:5:8", 1);
+}
+
+/* After its chain ended at the root (every segment sent): the survivors may hold all of it. */
+Test(ft_kill, broadcast_root_after_sending)
+{
+	broadcast_root("bcroot2", "have:5", 1);
 }
 
 /* Two members die at the same point of one op: the three others finish it. */

@@ -148,6 +148,34 @@ Test(ft_mproc_colls, kinds_n5_in_flight)
 	kinds_on("c5", 5, 4);
 }
 
+/* Broadcasts above FTCC_RD_MAX_BYTES run as a pipelined chain from the root (algo_bc.c): byte
+ * counts that are no multiple of a segment or a page, from 2 to 64 segments (more segments
+ * than the window), every member as the root in turn, blocking and 4 in flight. */
+static void chain_on(const char *name, int n, int depth)
+{
+	static const size_t counts[] = { 65537, 300001, (1u << 20) + 3, (5u << 20) + 4097 };
+	struct ft_spec script[16];
+	struct ft_group_opts o = { .script = script, .depth = depth };
+
+	for (int k = 0; k < 8; k++)
+		script[k] = (struct ft_spec){ .count = counts[k % 4] / (k % 2 ? 4 : 1),
+					      .dtype = k % 2 ? FTCC_FLOAT32 : FTCC_INT8,
+					      .kind = FT_BROADCAST,
+					      .root = (uint32_t)((k + k / 4) % n) };
+	o.nspec = 8;
+	run_checked(name, n, &o, 16, 0);
+}
+
+Test(ft_mproc_colls, broadcast_chain_n2)
+{
+	chain_on("bc2", 2, 1);
+}
+
+Test(ft_mproc_colls, broadcast_chain_n4_in_flight)
+{
+	chain_on("bc4", 4, 4);
+}
+
 /* Member 2 calls op 1 as another collective or as a broadcast from another root than the others':
  * op 1 ends with FTCC_ERR_MISMATCH on every member, and the next ops run normally. */
 static void mismatch_case(const char *name, int op_kind, uint32_t root)
@@ -179,7 +207,7 @@ Test(ft_mproc_colls, another_root_is_a_mismatch)
 	mismatch_case("cmr", FT_BROADCAST, 1);
 }
 
-/* A reset between live members inside a broadcast (op 4, member 1, the ring's first step) and an
+/* A reset between live members inside a broadcast (op 4, member 1, its first segment) and an
  * allgather (op 7, member 2): each is attempted again, nobody removed, every result exact. */
 Test(ft_mproc_colls, resets_between_live_members)
 {
@@ -195,7 +223,7 @@ Test(ft_mproc_colls, resets_between_live_members)
 	char why[1024];
 	int checked;
 
-	o.fault[1] = "rs:3:0:reset";
+	o.fault[1] = "bc:3:0:reset";
 	o.fault[2] = "ag:7:0:reset";
 	cr_assert_eq(ft_group_start(&grp, "creset", 3, &o), 0);
 	cr_assert_eq(ft_group_wait_created(&grp, 7, FORM_MS), 0, "no group\n%s", describe());

@@ -65,6 +65,22 @@ Test(algo_chunks, counts_and_scratch)
 	cr_expect_eq(algo_scratch_bytes(ALGO_RD, 4, 100, FTCC_FLOAT64, FTCC_CODEC_NONE), 800);
 	cr_expect_eq(algo_scratch_bytes(ALGO_RD, 1, 100, FTCC_FLOAT64, FTCC_CODEC_NONE), 0);
 	cr_expect_eq(algo_scratch_bytes(ALGO_RING, 4, 100, FTCC_FLOAT64, FTCC_CODEC_NONE), 0);
+	cr_expect_eq(algo_chunks(ALGO_BC, 5), BC_CHUNKS);
+	cr_expect_eq(algo_scratch_bytes(ALGO_BC, 4, 1000, FTCC_UINT8, FTCC_CODEC_NONE), 0);
+}
+
+/* A broadcast's segments: whole pages, at least 16 of them up to FTCC_SEGMENT_BYTES each. */
+Test(algo_chunks, broadcast_segments)
+{
+	cr_assert_eq(ftcc_settings_set(FTCC_SET_SEGMENT_BYTES, "1048576"), 0);
+	cr_expect_eq(algo_bc_seg(1), 4096);
+	cr_expect_eq(algo_bc_seg(1u << 20), 65536);
+	cr_expect_eq(algo_bc_seg((1u << 20) + 1), 65536); /* 17 segments */
+	cr_expect_eq(algo_bc_seg(64u << 20), 1u << 20);
+	cr_expect_eq(algo_bc_seg((size_t)1 << 40), 1u << 20);
+	cr_assert_eq(ftcc_settings_set(FTCC_SET_SEGMENT_BYTES, "4096"), 0);
+	cr_expect_eq(algo_bc_seg(64u << 20), 4096);
+	cr_assert_eq(ftcc_settings_set(FTCC_SET_SEGMENT_BYTES, "1048576"), 0);
 }
 
 Test(algo_chunks, partition_is_even_and_complete)
