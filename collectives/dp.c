@@ -250,6 +250,38 @@ static int peer_ent_cmp(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* Whether @sa is this host: a loopback address, or the bind address's. */
+static int dp_sa_local(const struct dp *dp, const struct sockaddr_storage *sa)
+{
+	const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+	const struct sockaddr_in6 *b = (const struct sockaddr_in6 *)sa;
+
+	if (sa->ss_family != dp->self_sa.ss_family)
+		return 0;
+	if (sa->ss_family == AF_INET)
+		return (ntohl(a->sin_addr.s_addr) >> 24) == 127 ||
+		       a->sin_addr.s_addr ==
+			       ((const struct sockaddr_in *)&dp->self_sa)->sin_addr.s_addr;
+	return sa->ss_family == AF_INET6 &&
+	       (IN6_IS_ADDR_LOOPBACK(&b->sin6_addr) ||
+		!memcmp(&b->sin6_addr, &((const struct sockaddr_in6 *)&dp->self_sa)->sin6_addr,
+			sizeof(b->sin6_addr)));
+}
+
+/* More members on this host (this one and its peers at a local address) than cores this
+ * process may run on. */
+static int dp_oversubscribed(const struct dp *dp)
+{
+	uint32_t local = 1;
+	cpu_set_t cores;
+
+	for (uint32_t i = 0; i < dp->npeers; i++)
+		local += (uint32_t)dp_sa_local(dp, &dp->peers[i].sa);
+	CPU_ZERO(&cores);
+	return sched_getaffinity(0, sizeof(cores), &cores) == 0 &&
+	       local > (uint32_t)CPU_COUNT(&cores);
+}
+
 int dp_set_peers(struct dp *dp, const struct dp_peer *peers, uint32_t n)
 {
 	struct dp_peer_ent *ents;
@@ -309,6 +341,7 @@ int dp_set_peers(struct dp *dp, const struct dp_peer *peers, uint32_t n)
 	free(dp->peers);
 	dp->peers = ents;
 	dp->npeers = m;
+	dp->spin_yield = dp_oversubscribed(dp);
 	dp_pending_adopt(dp);
 	return 0;
 }
@@ -615,8 +648,9 @@ int dp_progress(struct dp *dp, struct dp_xfer *x, int n, int wait_ms, uint32_t *
 		if (now >= deadline)
 			return 0;
 		if (now < spin_end) {
-			if (dp->xt)
-				sched_yield(); /* the transport's threads may be what moves it */
+			/* the transport's threads, or a peer's, may be what moves it */
+			if (dp->xt || dp->spin_yield)
+				sched_yield();
 			continue;
 		}
 		rc = dp_wait(dp, &call, deadline - now);

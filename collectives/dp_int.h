@@ -185,6 +185,9 @@ struct dp {
 	uint32_t nxport;  /* connections in DPC_XPORT */
 	int local_err;	  /* a local failure on a path no call waited on (-errno): the next
 			  * dp_progress() returns it */
+	int spin_yield;	  /* more members on this host than cores it may run on: the spin
+			  * before poll() yields the core (a busy one would hold what the
+			  * peer needs) */
 	int mixed_warned; /* a member without a stream was logged */
 	int tcp_warned;	  /* a stream that did not come up was logged */
 	uint8_t scratch[DP_SCRATCH];

@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -386,4 +387,32 @@ Test(dp, reconnect_after_new_incarnation, .timeout = 60)
 	dp_destroy(a);
 	dp_destroy(lo);
 	dp_destroy(hi);
+}
+
+/* More members on this host than cores: the spin before poll() yields the core. Peers at
+ * loopback addresses (any of 127/8) count as this host, others do not. */
+Test(dp, spin_yields_when_members_outnumber_cores, .timeout = 10)
+{
+	struct dp *a = dph_mk(1, 1, 0);
+	cpu_set_t cores;
+	struct dp_peer p[CPU_SETSIZE + 1];
+	uint32_t k;
+
+	CPU_ZERO(&cores);
+	cr_assert_eq(sched_getaffinity(0, sizeof(cores), &cores), 0);
+	k = (uint32_t)CPU_COUNT(&cores);
+	for (uint32_t i = 0; i < k; i++) {
+		p[i] = (struct dp_peer){ .id = 10 + i, .incarnation = 1 };
+		snprintf(p[i].addr, sizeof(p[i].addr), "127.0.%u.%u:%u", i / 250, 2 + i % 250,
+			 1000 + i);
+	}
+	cr_assert_eq(dp_set_peers(a, p, k - 1), 0);
+	cr_expect_eq(a->spin_yield, 0, "%u members on %u cores", k, k);
+	cr_assert_eq(dp_set_peers(a, p, k), 0);
+	cr_expect_eq(a->spin_yield, 1, "%u members on %u cores", k + 1, k);
+	for (uint32_t i = 0; i < k; i++)
+		snprintf(p[i].addr, sizeof(p[i].addr), "192.0.2.%u:%u", 1 + i % 250, 1000 + i);
+	cr_assert_eq(dp_set_peers(a, p, k), 0);
+	cr_expect_eq(a->spin_yield, 0, "peers elsewhere");
+	dp_destroy(a);
 }
