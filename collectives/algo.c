@@ -46,7 +46,7 @@ enum algo_id algo_choose(size_t bytes, uint32_t n)
 
 uint32_t algo_chunks(enum algo_id id, uint32_t n)
 {
-	/* (ALGO_AG's chunks are the group's slots: the engine counts them, not this) */
+	/* (ALGO_AG's and ALGO_RSC's chunks are the group's slots: the engine counts them) */
 	if (id == ALGO_RING || id == ALGO_Q) {
 		return n ? n : 1;
 	}
@@ -117,6 +117,8 @@ int algo_run(enum algo_id id, struct algo_att *a)
 		return algo_ag_run(a);
 	case ALGO_BC:
 		return algo_bc_run(a);
+	case ALGO_RSC:
+		return algo_rsc_run(a);
 	}
 	return -EINVAL;
 }

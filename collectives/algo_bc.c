@@ -9,8 +9,9 @@
  * The result is the root's data, final wherever it is held: the root holds every chunk from the
  * start, another member a chunk once every segment of it arrived, and a survivor's chunks
  * finish an attempt the root left as the allgather's slots do. Without the root in the attempt
- * (it left, or its input is the identity of a member catching up), the result is the members'
- * input, zeros, held everywhere at once, and the engine reports the op so.
+ * (it left) the result is zeros, held everywhere at once; a root catching up sends its input,
+ * the identity, zeros. Either way the root's data is not in the record, and the engine reports
+ * the op so on every member.
  *
  * Chunks: BC_CHUNKS of the plain partition (algo_range(ALGO_BC, ...)). Segments: the buffer cut
  * at multiples of algo_bc_seg() bytes, numbered from 0, the tags' step. Fault point "bc", step

@@ -2,6 +2,11 @@
 /* Ring allreduce for large messages: reduce-scatter then allgather around the members in id
  * order, each ring step's chunk moving in segments so that a segment received, reduced and
  * forwarded overlaps with the next one on the wire.
+ *
+ * A reduce-scatter (ALGO_RSC) runs the first half alone over the group's slots: the chunks are
+ * the slots of the members taking part (member id i's at i * slot elements), and ring chunk
+ * k is the slot of the member before k, so that each member ends with its own slot, final; that
+ * slot is the one chunk it needs (the resume decision counts no other: resume.c).
  */
 #include <errno.h>
 #include <string.h>
@@ -31,6 +36,8 @@ struct ring_pos {
  * retired in order; an idle slot is a completed empty transfer. Lives on the caller's stack. */
 struct ring {
 	struct algo_att *a;
+	int rs_only;	 /* ALGO_RSC: the reduce-scatter half over the slots */
+	size_t slot;	 /* ALGO_RSC: elements per slot */
 	size_t esz, seg; /* element bytes; elements per segment */
 	uint32_t n, nst; /* members; stages, 2(n - 1) */
 	enum ftcc_redop op;
@@ -54,11 +61,22 @@ static uint32_t ring_chunk(const struct ring *r, uint32_t t, int dir)
 	return (r->a->self + 2 * r->n - t - (dir == RING_RECV)) % r->n;
 }
 
+/* Element range of ring chunk @c. */
+static void ring_chunk_range(const struct ring *r, uint32_t c, size_t *off, size_t *len)
+{
+	if (r->rs_only) {
+		*off = r->a->ids[(c + r->n - 1) % r->n] * r->slot;
+		*len = r->slot;
+		return;
+	}
+	algo_chunk_range(r->n, r->a->count, c, off, len);
+}
+
 static size_t ring_nseg(const struct ring *r, uint32_t c)
 {
 	size_t off, len;
 
-	algo_chunk_range(r->n, r->a->count, c, &off, &len);
+	ring_chunk_range(r, c, &off, &len);
 	return (len + r->seg - 1) / r->seg;
 }
 
@@ -109,7 +127,7 @@ static void ring_range(const struct ring *r, int dir, struct ring_pos p, size_t 
 {
 	size_t coff, clen;
 
-	algo_chunk_range(r->n, r->a->count, ring_chunk(r, p.t, dir), &coff, &clen);
+	ring_chunk_range(r, ring_chunk(r, p.t, dir), &coff, &clen);
 	*off = coff + p.k * r->seg;
 	*len = clen - p.k * r->seg < r->seg ? clen - p.k * r->seg : r->seg;
 }
@@ -170,7 +188,8 @@ static int ring_arrived(struct ring *r, struct ring_pos p)
 		}
 	}
 	if (p.t >= r->n - 2 && p.k + 1 == ring_nseg(r, c)) {
-		algo_have_set(a->have, c);
+		/* the reduce-scatter's last stage leaves this member's own slot final */
+		algo_have_set(a->have, r->rs_only ? a->ids[a->self] : c);
 	}
 	return 0;
 }
@@ -200,7 +219,7 @@ static int ring_retire(struct ring *r)
 	return 0;
 }
 
-static int ring_init(struct ring *r, struct algo_att *a)
+static int ring_init(struct ring *r, struct algo_att *a, int rs_only)
 {
 	int64_t seg_bytes = ftcc_setting_int(FTCC_SET_SEGMENT_BYTES);
 	size_t max_chunk = (a->count + a->n - 1) / a->n;
@@ -211,7 +230,11 @@ static int ring_init(struct ring *r, struct algo_att *a)
 	}
 	r->a = a;
 	r->n = a->n;
-	r->nst = 2 * (a->n - 1);
+	r->rs_only = rs_only;
+	r->nst = rs_only ? a->n - 1 : 2 * (a->n - 1);
+	if (rs_only) {
+		r->slot = max_chunk = a->count / a->slots;
+	}
 	r->esz = ftcc_dtype_size(a->dtype);
 	r->op = algo_accum_op(a->op);
 	r->seg = seg_bytes > 0 ? (size_t)seg_bytes / r->esz : 1;
@@ -231,23 +254,35 @@ static int ring_init(struct ring *r, struct algo_att *a)
 	/* A chunk with no element is final from the start. */
 	for (uint32_t c = 0; c < r->n; c++) {
 		if (ring_nseg(r, c) == 0) {
-			algo_have_set(a->have, c);
+			algo_have_set(a->have, rs_only ? a->ids[(c + r->n - 1) % r->n] : c);
 		}
 	}
 	return 0;
 }
 
-int algo_ring_run(struct algo_att *a)
+static int ring_run(struct algo_att *a, int rs_only)
 {
 	struct algo_waiter w;
 	struct ring r;
 	int rc;
 
+	if (rs_only && (a->slots == 0 || a->count % a->slots)) {
+		return -EINVAL;
+	}
+	for (uint32_t i = 0; rs_only && i < a->n; i++) {
+		if (a->ids[i] >= a->slots) {
+			return -EINVAL;
+		}
+	}
 	if (a->n == 1) {
 		algo_run_alone(a, 1);
+		if (rs_only) { /* its own slot is the one chunk it holds */
+			a->have[0] = 0;
+			algo_have_set(a->have, a->ids[0]);
+		}
 		return 0;
 	}
-	rc = ring_init(&r, a);
+	rc = ring_init(&r, a, rs_only);
 	if (rc) {
 		return rc;
 	}
@@ -272,4 +307,14 @@ int algo_ring_run(struct algo_att *a)
 	}
 	ring_fire(&r, r.nst);
 	return 0;
+}
+
+int algo_ring_run(struct algo_att *a)
+{
+	return ring_run(a, 0);
+}
+
+int algo_rsc_run(struct algo_att *a)
+{
+	return ring_run(a, 1);
 }

@@ -3,17 +3,20 @@
  * collectives, each made an allreduce the engine runs (engine.h, enum eng_kind) so that they are
  * numbered, recorded, resumed and redone as allreduce is:
  *   broadcast       a uint8 SUM of the bytes, every member but the root giving zeros (x + 0
- *                   is x, bit for bit); a result without the root's input is FTCC_ERR_PEER_LOST;
+ *                   is x, bit for bit), run as a chain from the root above FTCC_RD_MAX_BYTES
+ *                   (algo_bc.c: the root's data is final wherever it is held); a result
+ *                   without the root's input is FTCC_ERR_PEER_LOST;
  *   allgather       a uint8 SUM of size slots, each member giving its own slot and zeros, run
  *                   as the allgather half of a ring (algo_ag.c: every slot is final at its
  *                   owner);
- *   reduce-scatter  the allreduce of all slots into a buffer the op owns, of which the member's
- *                   slot is copied out;
+ *   reduce-scatter  the allreduce of all slots into a buffer the lane keeps, of which the
+ *                   member's slot is copied out; above FTCC_RD_MAX_BYTES only the ring's
+ *                   reduce-scatter half (algo_ring.c, ALGO_RSC: each member's own slot is
+ *                   final at it, and the only chunk it needs);
  *   barrier         an allreduce of no elements (the exchange still happens).
  * Each carries its own kind (and a broadcast its root) in the op's shape, so members that call
- * different collectives at the same point get FTCC_ERR_MISMATCH. Bandwidth: allgather the least
- * possible; broadcast and reduce-scatter what an allreduce of their buffer moves (within 2x of
- * their optimum): dedicated algorithms are to come.
+ * different collectives at the same point get FTCC_ERR_MISMATCH. Bandwidth: the least possible
+ * above FTCC_RD_MAX_BYTES.
  */
 #include <stddef.h>
 #include <stdlib.h>

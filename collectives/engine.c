@@ -295,12 +295,17 @@ static int run_attempt(struct eng_lane *l, struct ftcc_request *r, const struct 
 	if (r->kind == ENG_BROADCAST && att->algo == ALGO_RING) {
 		att->algo = ALGO_BC; /* the large-message algorithm of a broadcast */
 	}
-	/* an allgather's chunks are the group's slots, whoever takes part */
-	att->nchunks = att->algo == ALGO_AG ? c->size : algo_chunks(att->algo, e->nmembers);
+	if (r->kind == ENG_REDUCE_SCATTER && att->algo == ALGO_RING) {
+		att->algo = ALGO_RSC; /* and of a reduce-scatter */
+	}
+	/* an allgather's and a reduce-scatter's chunks are the group's slots, whoever takes part */
+	att->nchunks = att->algo == ALGO_AG || att->algo == ALGO_RSC ?
+			       c->size :
+			       algo_chunks(att->algo, e->nmembers);
 	contrib_of(e, att);
-	/* A catch-up member gives the identity; a broadcast's non-root zeros (the identity of
-	 * its uint8 SUM), which its chain never reads. */
-	if (!self_contributes(e) || (!input && att->algo != ALGO_BC)) {
+	/* A catch-up member gives the identity; a broadcast's non-root (@input NULL) zeros, the
+	 * identity of its uint8 SUM, which its chain never reads. */
+	if ((!self_contributes(e) || !input) && !(!input && att->algo == ALGO_BC)) {
 		if (grow(&l->ident, &l->ident_len, bytes)) {
 			return -ENOMEM;
 		}
@@ -430,8 +435,12 @@ static int after_failure(struct eng_lane *l, uint64_t seq, uint64_t epoch, int r
 	}
 }
 
-static int all_have(const struct eng_att *att)
+/* Whether this member (@self) holds every chunk it needs: all, or a reduce-scatter's own slot. */
+static int all_have(const struct eng_att *att, uint32_t self)
 {
+	if (att->algo == ALGO_RSC) {
+		return self < att->nchunks && algo_have_get(att->have, self);
+	}
 	for (uint32_t i = 0; i < att->nchunks; i++) {
 		if (!algo_have_get(att->have, i)) {
 			return 0;
@@ -673,7 +682,7 @@ void eng_run_op(struct eng_lane *l, struct ftcc_request *r)
 							algo_have_set(att.have, k);
 						}
 					}
-				} else if (!all_have(&att)) {
+				} else if (!all_have(&att, c->rank)) {
 					rc = -EPROTO;
 					bad = c->rank;
 				}

@@ -161,8 +161,8 @@ int eng_fill(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, struct
 		size_t off, len;
 
 		algo_range((enum algo_id)d->att_algo, d->nchunks, r->count, ch, &off, &len);
-		if (len == 0) {
-			continue;
+		if (len == 0 || prov == UINT32_MAX) {
+			continue; /* nobody lacks it (or needs it) */
 		}
 		for (i = 0; i < n; i++) {
 			struct dp_xfer t = { .tag = tag_of(seq, e->epoch, DP_PH_FILL, ch),

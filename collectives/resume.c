@@ -43,7 +43,7 @@ static int report_valid(const struct rs_report *r, uint64_t seq)
 		uint32_t c, k = 0;
 
 		if (r->nchunks == 0 || r->nchunks > RS_CHUNKS_MAX || r->att_epoch == 0 ||
-		    (r->att_algo < ALGO_RING || r->att_algo > ALGO_BC)) {
+		    (r->att_algo < ALGO_RING || r->att_algo > ALGO_RSC)) {
 			return 0;
 		}
 		for (c = 0; c < FTCC_MAX_MEMBERS; c++) {
@@ -97,9 +97,16 @@ static int try_attempt(const struct rs_report *r, uint32_t n, const struct rs_re
 		completed |= !!(r[i].flags & RS_F_COMPLETED);
 	}
 	for (c = 0; c < a->nchunks; c++) {
-		uint32_t prov = UINT32_MAX, copy = UINT32_MAX, held_done = 0, lacking = 0;
+		uint32_t prov = UINT32_MAX, copy = UINT32_MAX, held_done = 0, lacking = 0,
+			 owner = 0;
 
 		for (i = 0; i < n; i++) {
+			/* A reduce-scatter's slot is needed, and held, by its owner alone; the slot
+			 * of a member not reporting (gone) is nobody's. */
+			if (a->att_algo == ALGO_RSC && r[i].id != c) {
+				continue;
+			}
+			owner = 1;
 			if (!holds(&r[i], a, c)) {
 				lacking = 1;
 			} else if (!(r[i].flags & RS_F_COMPLETED)) {
@@ -110,6 +117,10 @@ static int try_attempt(const struct rs_report *r, uint32_t n, const struct rs_re
 					copy = i;
 				}
 			}
+		}
+		if (a->att_algo == ALGO_RSC && !owner) {
+			d->provider[c] = UINT32_MAX;
+			continue;
 		}
 		if (prov == UINT32_MAX && !held_done) {
 			return 0;

@@ -26,6 +26,7 @@ enum algo_id {
 	ALGO_Q = 3,    /* quantized: scatter encoded chunks to their owners, gather encoded sums */
 	ALGO_AG = 4,   /* allgather: each member's slot is final at its owner; a ring passes them */
 	ALGO_BC = 5,   /* broadcast: a pipelined chain from the root (bytes) */
+	ALGO_RSC = 6,  /* reduce-scatter: the ring's first half; each member's slot final at it */
 };
 
 /* ALGO_BC's chunks, whatever the group's size. */
@@ -44,7 +45,8 @@ struct algo_att {
 	enum ftcc_dtype dtype;
 	enum ftcc_redop op;    /* AVG is reduced as SUM; the engine divides afterwards */
 	enum ftcc_codec codec; /* ALGO_Q's codec */
-	uint32_t slots;	       /* ALGO_AG: slots (the group's size), member id i's is slot i */
+	uint32_t slots;	       /* ALGO_AG, ALGO_RSC: slots (the group's size), member id i's is
+				* slot i */
 	uint32_t root;	       /* ALGO_BC: the root's member id (maybe not in ids) */
 	int out_holds_input;   /* ALGO_BC: @out already holds @input (not copied again) */
 	uint64_t shape;	       /* the op's shape, carried by every data frame (dp.h) */
@@ -85,6 +87,10 @@ int algo_q_run(struct algo_att *a);
  * input holding this member's own and zeros; chunks are the slots. Fault point "ag", step =
  * ring step. */
 int algo_ag_run(struct algo_att *a);
+/* ALGO_RSC (collectives/algo_ring.c): the ring's reduce-scatter over a->slots equal slots of
+ * a->count elements in all; chunks are the slots, and this member holds only its own at the end
+ * (the one it needs). Fault point "rs", step = ring step. */
+int algo_rsc_run(struct algo_att *a);
 /* ALGO_BC (collectives/algo_bc.c): a->count bytes (uint8) from member id a->root, whose input
  * holds them; the others' input is not read (it may be NULL): theirs is zeros. Fault point "bc",
  * step = segment. */

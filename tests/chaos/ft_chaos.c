@@ -98,8 +98,8 @@ void end_group(void)
 	cr_expect_eq(ft_group_end(&grp, 5000, &ms, &cpu_wait_ms), 0,
 		     "members did not exit cleanly");
 	cr_expect_leq(ms, DESTROY_BOUND_MS + cpu_wait_ms,
-		      "ftcc_comm_destroy took %.1f ms (the members' teardowns' CPU time over the "
-		      "cores: %.1f ms)",
+		      "ftcc_comm_destroy took %.1f ms (the other members' destroys' CPU time over "
+		      "the cores: %.1f ms)",
 		      ms, cpu_wait_ms);
 }
 

@@ -28,7 +28,8 @@
 /* ftcc.h: destroy is bounded like abort; slack for a loaded machine. It is local work besides:
  * freeing the ops' buffers and data planes, some 90 ms of CPU under ASan for a member whose ops
  * were 96 MiB; eight such members ending at once on two cores keep one another waiting for the
- * cores, so the check adds the members' teardown CPU time over the cores (ft_group_end()). */
+ * cores, so the check adds the other members' destroy CPU time over the cores
+ * (ft_group_end()). */
 #define DESTROY_BOUND_MS 500
 /* A fixed script has K ops; faults hit op SEQ. */
 #define K 12

@@ -35,7 +35,7 @@ struct fault_case {
 	const struct ft_spec *script;
 	int nspec;
 	const char *algo;
-	int resume_ok; /* op SEQ may be finished from the data, with the dead in its set */
+	int resume_ok; /* op SEQ may be finished from the data, with the dead in its set; 2: must */
 	int bound_ms;  /* op SEQ completes at the survivors within this after the first death */
 	int depth;     /* ops in flight (ftcc_iallreduce); 0: one at a time */
 	int lanes;     /* FTCC_LANES of every member; 0: the default */
@@ -128,6 +128,11 @@ static void fault_kill(const struct fault_case *c)
 		} else if (s > SEQ) {
 			cr_expect_eq(in.mask, live, "op %llu after the fault: set %s, expected %s",
 				     (unsigned long long)s, ids(in.mask, 0), ids(live, 1));
+		} else if (c->resume_ok == 2) {
+			cr_expect(
+				in.mask == all && in.resumed,
+				"op %d: set %s (resumed %d), expected %s finished from the data\n%s",
+				SEQ, ids(in.mask, 0), in.resumed, ids(all, 1), describe());
 		} else if (in.mask != live) {
 			cr_expect(c->resume_ok && (in.mask & live) == live && in.resumed,
 				  "op %d: set %s (resumed %d), expected %s%s\n%s", SEQ,
@@ -344,9 +349,10 @@ Test(ft_kill, broadcast_member2)
 	COLL("bcm2", bc_big, 2, "bc:5:0");
 }
 
-/* The chain's middle member (0 -> 1 -> 2) dies as it passes on the 9th of 16 segments: member 2
- * holds a part of the data, the root all of it; the survivors finish from the data (the root
- * fills member 2's missing chunks), the dead member in the set. */
+/* The chain's middle member (0 -> 1 -> 2) dies as it posts the receive of the 9th of 16
+ * segments (it passed on at most 5): member 2 holds a part of the data, the root all of it; the
+ * survivors finish from the data (the root fills member 2's missing chunks), the dead member in
+ * the set. */
 Test(ft_kill, broadcast_middle_partway)
 {
 	COLL("bcm1p", bc_big, 1, "bc:5:8");
@@ -367,6 +373,19 @@ Test(ft_kill, allgather_member1_step1)
 Test(ft_kill, reduce_scatter_member1)
 {
 	COLL("rsm1", rs_big, 1, "rs:5:1");
+}
+
+/* A reduce-scatter member dies once its ring ended (its own slot final, every segment it
+ * passed on sent): each survivor holds its own slot, the only one it needs, so the op is
+ * finished from the data with the dead member's input in, nothing filled nor redone. */
+Test(ft_kill, reduce_scatter_member1_after_its_slot)
+{
+	fault_kill(&(struct fault_case){ .name = "rsm1h",
+					 .n = 3,
+					 .fault = { [1] = "have:5" },
+					 .script = rs_big,
+					 .nspec = 1,
+					 .resume_ok = 2 });
 }
 
 /* A broadcast's root dies at @fault of op 5: op 5 ends alike on both survivors within the bound,

@@ -118,8 +118,7 @@ struct ft_run {
 	_Atomic int ready_rc;
 	_Atomic int64_t destroy_ns; /* how long ftcc_comm_destroy() took (0: not yet) */
 	_Atomic int destroy_rc;
-	_Atomic int64_t teardown_cpu_ns;   /* CPU time of the process (all threads) from the
-					  * destroy to its buffers freed */
+	_Atomic int64_t destroy_cpu_ns;	   /* CPU time of the process (all threads) in it */
 	int probe_rc[FT_PROBE_COUNT];	   /* opts.probe: each probe's return */
 	uint64_t probe_seq[2];		   /* next_seq before and after the probes */
 	struct ftcc_view view0;		   /* right after create (valid once created == 1) */
@@ -329,10 +328,12 @@ size_t ft_group_log(const struct ft_group *g, int i, char *buf, size_t len);
 /* Asks every running, unfrozen member process to destroy its communicator and exit, waits up to
  * @timeout_ms for all, then kills whatever is left (frozen ones at once), unmaps the page and
  * zeroes @g. Returns how many processes asked to stop did not exit 0 in time; *@max_destroy_ms (may
- * be NULL) gets the longest ftcc_comm_destroy(), and *@cpu_wait_ms (may be NULL) the CPU time of
- * every member's teardown (destroy and buffers freed) together over the cores this process may
- * run on: how long those teardowns, run at once, can keep one another waiting for the cores (a
- * wait on a peer or a timer uses no CPU, and is not in it). No-op on a group not started. */
+ * be NULL) and *@cpu_wait_ms (may be NULL) describe the ftcc_comm_destroy() that took longest
+ * beyond what the others kept it waiting: its time, and the CPU time of the other members'
+ * destroys together over the cores this process may run on (its affinity, at most its cgroup's
+ * quota), which is how long those destroys, run at once, can keep it waiting for a core. Its
+ * own CPU time, and any wait on a peer or a timer, are not in that. No-op on a group not
+ * started. */
 int ft_group_end(struct ft_group *g, int timeout_ms, double *max_destroy_ms, double *cpu_wait_ms);
 /* A port nobody listens on at @ip now, outside the kernel's ephemeral range (so that no
  * listener on port 0 or connection takes it before its member binds it) and not given out

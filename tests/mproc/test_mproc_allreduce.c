@@ -23,8 +23,8 @@
 #define FORM_MS 10000
 /* A whole script; the largest moves a few 4 MiB buffers. */
 #define RUN_MS 30000
-/* ftcc.h: destroy is bounded like abort (100 ms); slack for a loaded machine, plus the members'
- * teardown CPU time over the cores (tests/chaos/ft_chaos.h). */
+/* ftcc.h: destroy is bounded like abort (100 ms); slack for a loaded machine, plus the other
+ * members' destroy CPU time over the cores (tests/chaos/ft_chaos.h). */
 #define DESTROY_BOUND_MS 500
 /* A bad argument or configuration is refused at once. */
 #define INVALID_BOUND_MS 1000
@@ -159,7 +159,7 @@ static void end_clean(void)
 		     "members did not exit cleanly");
 	cr_expect_leq(
 		destroy_ms, DESTROY_BOUND_MS + cpu_wait_ms,
-		"destroy took %.1f ms (the members' teardowns' CPU time over the cores: %.1f ms)",
+		"destroy took %.1f ms (the other members' destroys' CPU time over the cores: %.1f ms)",
 		destroy_ms, cpu_wait_ms);
 }
 

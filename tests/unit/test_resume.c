@@ -305,3 +305,39 @@ Test(resume, completed_beside_a_mismatch_is_refused)
 	r[1].shape = SHAPE ^ 0x100; /* another operator */
 	cr_expect_eq(resume_decide(r, 2, &d), -EPROTO);
 }
+
+/* A reduce-scatter's attempt (ALGO_RSC, 6): each member needs, and holds, its own slot only. */
+static struct rs_report rsc(uint32_t id, uint32_t held, uint32_t flags)
+{
+	struct rs_report r = rep(id, 4, 4, held, 4);
+
+	r.att_algo = 6;
+	r.flags |= flags;
+	return r;
+}
+
+Test(resume, reduce_scatter_needs_only_the_own_slots)
+{
+	/* Member 3 died; each survivor holds its own slot: finished from the data, member 3's
+	 * slot nobody's, nothing filled. */
+	struct rs_report r[3] = { rsc(0, 0x1, 0), rsc(1, 0x2, 0), rsc(2, 0x4, 0) };
+	struct rs_decision d;
+
+	cr_assert_eq(resume_decide(r, 3, &d), 0);
+	cr_expect_eq(d.kind, RS_FINISH);
+	cr_expect_eq(d.ncontrib, 4, "the dead member's input stays counted");
+	for (uint32_t c = 0; c < 4; c++)
+		cr_expect_eq(d.provider[c], UINT32_MAX, "slot %u filled from %u", c, d.provider[c]);
+	/* A survivor without its own slot: nobody else can have it, the op runs again. */
+	r[1] = rsc(1, 0x1, 0);
+	cr_assert_eq(resume_decide(r, 3, &d), 0);
+	cr_expect_eq(d.kind, RS_RUN);
+	/* One returned it: done everywhere. */
+	r[1] = rsc(1, 0x2, 0);
+	r[0] = rsc(0, 0xf, RS_F_COMPLETED);
+	cr_assert_eq(resume_decide(r, 3, &d), 0);
+	cr_expect_eq(d.kind, RS_DONE);
+	/* A returned op beside a survivor lacking its slot cannot be. */
+	r[2] = rsc(2, 0x8, 0);
+	cr_expect_eq(resume_decide(r, 3, &d), -EPROTO);
+}
