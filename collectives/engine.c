@@ -454,6 +454,10 @@ static void finish_op(struct ftcc_comm *c, struct ftcc_request *r, const struct 
 		      int attempts, int resumed)
 {
 	struct ftcc_record *rec = &r->rec;
+	size_t esz = ftcc_dtype_size(r->dtype);
+	/* a reduce-scatter's result is its own slot (the rest of the buffer is not its) */
+	void *res = r->kind == ENG_REDUCE_SCATTER ? (char *)r->recvbuf + r->dst_off : r->recvbuf;
+	size_t n = r->kind == ENG_REDUCE_SCATTER ? r->dst_len / esz : r->count;
 	int rc = 0;
 
 	memset(rec, 0, sizeof(*rec));
@@ -466,13 +470,13 @@ static void finish_op(struct ftcc_comm *c, struct ftcc_request *r, const struct 
 	rec->scale = 1.0;
 	memcpy(rec->contrib, att->contrib, sizeof(rec->contrib));
 	if (r->op == FTCC_AVG && att->ncontrib > 0) {
-		ftcc_reduce_div(r->recvbuf, r->count, r->dtype, att->ncontrib);
+		ftcc_reduce_div(res, n, r->dtype, att->ncontrib);
 	}
 	if (att->ncontrib < c->size) {
 		if (c->degraded == FTCC_DEGRADED_RESCALE && r->op == FTCC_SUM &&
 		    ftcc_dtype_is_float(r->dtype) && att->ncontrib > 0) {
 			rec->scale = (double)c->size / (double)att->ncontrib;
-			ftcc_reduce_scale(r->recvbuf, r->count, r->dtype, rec->scale);
+			ftcc_reduce_scale(res, n, r->dtype, rec->scale);
 		} else if (c->degraded == FTCC_DEGRADED_FAIL) {
 			rc = FTCC_ERR_DEGRADED;
 			eng_set_error(c, "op %llu: %u of %u members contributed (policy fail)",

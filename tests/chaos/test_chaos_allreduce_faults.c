@@ -86,6 +86,37 @@ Test(ft_freeze, sigstop_member0_of_3)
 	freeze("stop0", 3, 0);
 }
 
+/* A reduce-scatter member stops (SIGSTOP) once its ring ended at op SEQ: what it sent is
+ * delivered, so each survivor holds its own slot, the only chunk it needs, while nobody holds the
+ * frozen member's. Once it is removed for its silence the survivors finish op SEQ from the data,
+ * its input in (the resume counts only their own slots), and go on without it. */
+Test(ft_freeze, reduce_scatter_member1_after_its_slot)
+{
+	static const struct ft_spec rs[] = {
+		{ .count = 65536, .dtype = FTCC_FLOAT32, .op = FTCC_SUM, .kind = FT_REDUCE_SCATTER }
+	};
+	struct ft_group_opts o = { .timeout_ms = TIMEOUT_MS, .limit = K, .script = rs, .nspec = 1 };
+	uint32_t all = ids_all(3), live = all & ~bit(1);
+	struct ft_seq_info in;
+
+	o.fault[1] = "have:5:0:stop";
+	cr_assert_eq(ft_group_start(&grp, "rsfrz", 3, &o), 0);
+	cr_assert_eq(ft_group_wait_created(&grp, all, FORM_MS), 0, "no group\n%s", describe());
+	cr_assert_eq(ft_group_wait_ended(&grp, live, FREEZE_BOUND_MS + RUN_MS), 0,
+		     "the others did not finish\n%s", describe());
+	expect_finished(live, K);
+	ft_group_seq(&grp, SEQ, &in);
+	cr_expect(in.mask == all && in.resumed && (in.done_by & live) == live,
+		  "op %d: set %s, resumed %d, done by %s: expected %s finished from the data\n%s",
+		  SEQ, ids(in.mask, 0), in.resumed, ids(in.done_by, 1), ids(all, 2), describe());
+	cr_expect_eq(expect_transition(live, bit(1), all, 0, K), SEQ + 1, "\n%s", describe());
+	chaos_report("ft: rsfrz: member 1 stopped after its slot at op %d: done by %s with set %s, "
+		     "resumed %d; %d ops checked",
+		     SEQ, ids(in.done_by, 0), ids(in.mask, 1), in.resumed, expect_agree());
+	ft_group_kill(&grp, 1); /* it stopped itself: nothing asks it to end */
+	end_group();
+}
+
 /* ---- network cut ----------------------------------------------------------------------------- */
 
 static void need_nft(void)
