@@ -615,6 +615,15 @@ static void coord_takeover_check(struct ctl_coord *c, uint64_t now)
 	}
 	snprintf(who, sizeof(who), "takeover by member %u", c->cfg.host);
 	if (!coord_may_proceed(c, live, why, sizeof(why), who)) {
+		/* A live member whose own thread stalled (a loaded host) restarts its silence
+		 * timer after the stall and notices the loss up to a failure timeout later than
+		 * the others. While such members are awaited, the quorum may still come: stopping
+		 * now would end the group for a slow member. They get one and a half failure
+		 * timeouts. A reporter gives up three after its own loss, at most one before ours:
+		 * the decision and its commit fit in what is left. */
+		if (waiting && now - c->start < c->cfg.timeout_ms + c->cfg.timeout_ms / 2) {
+			return;
+		}
 		coord_stop(c, CTL_REF_NO_QUORUM, "%s", why);
 		return;
 	}

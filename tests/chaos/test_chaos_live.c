@@ -516,6 +516,28 @@ static void coord_killed_during_accusation(int n)
 	end_group();
 }
 
+/* The coordinator's host (member 0) stops for good; member 2 stops with it for 700 ms, a thread
+ * a loaded host did not run. Member 2 restarts its silence timer when it runs again and notices
+ * the loss some 700 ms after members 1 and 3, who alone are half of the group, no quorum. The
+ * takeover must wait for it and go on with {1, 2, 3}: a slow member never ends the group. */
+Test(live, takeover_waits_for_a_stalled_member_of_4)
+{
+	struct ft_group_opts o;
+	int64_t t;
+
+	live_opts(&o);
+	live_start("stalled-reporter", 4, &o);
+	t = live_at(ids_all(4), LIVE_AT);
+	cr_assert_neq(ft_group_freeze(&grp, 0), 0);
+	cr_assert_neq(ft_group_freeze(&grp, 2), 0);
+	chaos_sleep_ms(700);
+	kill(ft_group_cur(&grp, 2)->pid, SIGCONT);
+	grp.frozen[2] = 0;
+	live_finish("member 0 stopped, member 2 stopped 700 ms with it, 4 members", 0xe, 0xe, t,
+		    LIVE_TAKEOVER_BOUND_MS);
+	end_group();
+}
+
 /* ---- the matrix ------------------------------------------------------------------------------- */
 
 #define FOR_SIZES(kind, fn)                                                                        \
@@ -584,12 +606,17 @@ static uint32_t soak_pick(uint64_t *x, uint32_t below)
 	return (uint32_t)(*x >> 32) % below;
 }
 
+/* The soak's seed, named in its failure messages. */
+static uint64_t soak_seed;
+
 /* Waits until every member in @who completed 3 more ops than anyone had; fails the test after
- * RUN_MS. Returns the stall since @t (the slowest member's next op after @t), in ms. */
-static double soak_progress(uint32_t who, int64_t t, int round, const char *what)
+ * RUN_MS. Returns the stall since @t (the slowest member's next op after @t), in ms. The
+ * message ends with the round (what a truncated log keeps). */
+static double soak_progress(uint32_t who, int64_t t, int round, const char *what, int v)
 {
 	cr_assert_eq(ft_group_wait_op(&grp, who, (uint64_t)ft_group_max_seq(&grp) + 3, RUN_MS), 0,
-		     "round %d (%s): %s stopped\n%s", round, what, ids(who, 0), describe());
+		     "%s\nround %d (%s of member %d): %s stopped (FTCC_TEST_SEED=%llu)", describe(),
+		     round, what, v, ids(who, 0), (unsigned long long)soak_seed);
 	return ft_group_stall(&grp, who, t, NULL, NULL);
 }
 
@@ -599,7 +626,8 @@ static void soak_rejoin(int v, int round)
 	ft_group_kill(&grp, v);
 	cr_assert_eq(ft_group_spawn(&grp, v, 1, 0, NULL), 0);
 	cr_assert_eq(ft_group_wait_created(&grp, bit(v), FORM_MS), 0,
-		     "round %d: member %d not admitted again\n%s", round, v, describe());
+		     "%s\nround %d: member %d not admitted again (FTCC_TEST_SEED=%llu)", describe(),
+		     round, v, (unsigned long long)soak_seed);
 }
 
 /* 4 members for FTCC_TEST_LIVE_SOAK_SECONDS (default 60, at most 300): every 0.5 to 1.5 s one
@@ -626,6 +654,7 @@ Test(live, soak_mixed_faults_of_4, .timeout = 400)
 	int checked;
 
 	secs = secs > 300 ? 300 : secs;
+	soak_seed = seed;
 	chaos_report("live: soak: %d s, FTCC_TEST_SEED=%llu", secs, (unsigned long long)seed);
 	live_opts(&o);
 	o.degraded = FTCC_DEGRADED_RESCALE;
@@ -649,7 +678,7 @@ Test(live, soak_mixed_faults_of_4, .timeout = 400)
 		switch (kind) {
 		case 0:
 			ft_group_kill(&grp, v);
-			stall = soak_progress(all & ~bit(v), t, round, kinds[kind]);
+			stall = soak_progress(all & ~bit(v), t, round, kinds[kind], v);
 			soak_rejoin(v, round);
 			break;
 		case 1:
@@ -657,31 +686,33 @@ Test(live, soak_mixed_faults_of_4, .timeout = 400)
 			chaos_sleep_ms(100 + (int)soak_pick(&x, TIMEOUT_MS / 3));
 			kill(ft_group_cur(&grp, v)->pid, SIGCONT);
 			grp.frozen[v] = 0;
-			stall = soak_progress(all, t, round, kinds[kind]);
+			stall = soak_progress(all, t, round, kinds[kind], v);
 			break;
 		case 2:
 			cr_assert_neq(ft_group_freeze(&grp, v), 0);
-			stall = soak_progress(all & ~bit(v), t, round, kinds[kind]);
+			stall = soak_progress(all & ~bit(v), t, round, kinds[kind], v);
 			kill(ft_group_cur(&grp, v)->pid, SIGCONT);
 			grp.frozen[v] = 0;
 			soak_rejoin(v, round);
 			break;
 		case 3:
 			chaos_kill_flows(grp.ip[v], grp.ip[w], keep, n);
-			stall = soak_progress(all, t, round, kinds[kind]);
+			stall = soak_progress(all, t, round, kinds[kind], v);
 			break;
 		default:
 			chaos_kill_flows(grp.ip[v], NULL, NULL, 0);
-			stall = soak_progress(all, t, round, kinds[kind]);
+			stall = soak_progress(all, t, round, kinds[kind], v);
 			break;
 		}
 		if (kind != 0 && kind != 2) {
 			/* a short fault: the member it hit is still in, with the same process */
 			const struct ft_run *r = ft_group_cur(&grp, v);
 
-			cr_expect(!atomic_load(&r->ended),
-				  "round %d (%s of member %d): it left: %s\n%s", round, kinds[kind],
-				  v, r->last_error, describe());
+			cr_expect(
+				!atomic_load(&r->ended),
+				"%s\nround %d (%s of member %d): it left: %s (FTCC_TEST_SEED=%llu)",
+				describe(), round, kinds[kind], v, r->last_error,
+				(unsigned long long)seed);
 		}
 		count[kind]++;
 		worst[kind] = stall > worst[kind] ? stall : worst[kind];
@@ -692,9 +723,11 @@ Test(live, soak_mixed_faults_of_4, .timeout = 400)
 			kind == 3 ? ids(bit(w), 0) : "", stall);
 	}
 	last = ft_group_settle(&grp, ids_all(n), RUN_MS);
-	cr_expect_geq(last, 0, "the members did not settle\n%s", describe());
+	cr_expect_geq(last, 0, "%s\nthe members did not settle (FTCC_TEST_SEED=%llu)", describe(),
+		      (unsigned long long)seed);
 	checked = ft_group_invariants(&grp, 0, why, sizeof(why));
-	cr_expect_geq(checked, 0, "%s\n%s", why, describe());
+	cr_expect_geq(checked, 0, "%s\n%s (FTCC_TEST_SEED=%llu)", describe(), why,
+		      (unsigned long long)seed);
 	chaos_report("live: soak: %d s, %d rounds (%d kills, %d short freezes, %d long freezes, %d "
 		     "resets, %d flaps), %d processes; worst next op after each kind %.1f / %.1f / "
 		     "%.1f / %.1f / %.1f ms; %d ops checked",

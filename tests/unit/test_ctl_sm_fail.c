@@ -189,6 +189,57 @@ Test(ctl_sm, freeze_coordinator_host_takeover_and_thaw)
 	fn_free(fn);
 }
 
+/* The coordinator's host stops, and so does member 2 for 1.2 s (a loaded host starves its
+ * thread): 2 restarts its silence timer when it runs again and notices the loss a failure timeout
+ * after the others. Members 1 and 3 alone are half of the group, no quorum: the takeover waits for
+ * 2 rather than ending the group for a slow member, and goes on with {1, 2, 3}. */
+Test(ctl_sm, takeover_waits_for_a_stalled_member_to_make_the_quorum)
+{
+	struct fn *fn = formed(4);
+	uint64_t t = fn_now(fn), e;
+
+	fn_freeze(fn, 0);
+	fn_freeze(fn, 2);
+	fn_run(fn, TIMEOUT + 200);
+	fn_thaw(fn, 2);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0xe, 3 * TIMEOUT, 1, 2, 3), 0, "%s / %s", fn_reason(fn, 1),
+		     fn_reason(fn, 3));
+	e = fn_view(fn, 1)->epoch;
+	cr_expect_eq(fn_view(fn, 1)->coord, 1);
+	cr_expect_geq(fn_seen_at(fn, 2, e) - t, 2 * TIMEOUT + 200 - HB,
+		      "member 2 cannot have noticed the loss before %d ms", 2 * TIMEOUT + 200);
+	fn_run(fn, 3000);
+	for (int k = 1; k < 4; k++) {
+		cr_expect_eq(fn_state(fn, k), CTL_M_ACTIVE, "member %d: %s", k, fn_reason(fn, k));
+		cr_expect_eq(fn_view(fn, k)->epoch, e);
+	}
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
+/* The same with member 2 stopped for good: 1 and 3 wait for it, then stop, saying why. */
+Test(ctl_sm, takeover_without_quorum_stops_after_waiting)
+{
+	struct fn *fn = formed(4);
+	uint64_t t = fn_now(fn);
+
+	fn_freeze(fn, 0);
+	fn_freeze(fn, 2);
+	cr_assert_eq(fn_wait_final(fn, 0xa, 6 * TIMEOUT), 0);
+	cr_expect_geq(fn_now(fn) - t, 2 * TIMEOUT + TIMEOUT / 2 - HB,
+		      "stopped %llu ms after the freeze", (unsigned long long)(fn_now(fn) - t));
+	cr_expect_leq(fn_now(fn) - t, 3 * TIMEOUT, "stopped %llu ms after the freeze",
+		      (unsigned long long)(fn_now(fn) - t));
+	for (int k = 1; k < 4; k += 2) {
+		cr_expect_eq(fn_state(fn, k), CTL_M_LOST);
+		cr_expect(fn_reason_has(fn, k, "quorum"), "member %d's reason: %s", k,
+			  fn_reason(fn, k));
+	}
+	cr_expect_eq(fn_max_epoch(fn, 0), 1);
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
 Test(ctl_sm, kill_coordinator_and_member_at_once)
 {
 	struct fn *fn = formed(5);
