@@ -596,20 +596,27 @@ static void coord_takeover_check(struct ctl_coord *c, uint64_t now)
 	uint32_t waiting = 0, i;
 	char why[CTL_TEXT_MAX], who[48];
 
-	for (i = 0; i < c->n; i++) {
-		struct coord_slot *s = &c->slots[i];
-
-		live[i] = s->state == SLOT_IN && s->reported && !s->dead && !s->gone;
-		if (s->state == SLOT_IN && !s->reported && !s->dead && !s->gone &&
-		    i != c->cfg.suspect) {
-			waiting++;
-		}
-	}
 	/* Live members notice the loss within a heartbeat or two of each other; a member still
 	 * missing after that is dead or cut off (it may not be awaited for long: liveness). */
 	uint64_t grace =
 		c->cfg.timeout_ms / 2 < 4 * c->cfg.hb_ms ? c->cfg.timeout_ms / 2 : 4 * c->cfg.hb_ms;
 
+	for (i = 0; i < c->n; i++) {
+		struct coord_slot *s = &c->slots[i];
+
+		live[i] = s->state == SLOT_IN && s->reported && !s->dead && !s->gone;
+		/* A member that reports past the grace while it had seen an epoch newer than the
+		 * one rebuilt here was still following another coordinator after we began: it may
+		 * be in a committed epoch we cannot see, whose other members may go on without it
+		 * under that epoch's own quorum. It does not count towards ours. */
+		if (live[i] && s->rep_at - c->start >= grace && s->rep_max > c->epoch) {
+			live[i] = 0;
+		}
+		if (s->state == SLOT_IN && !s->reported && !s->dead && !s->gone &&
+		    i != c->cfg.suspect) {
+			waiting++;
+		}
+	}
 	if (waiting && now - c->start < grace) {
 		return;
 	}

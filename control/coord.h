@@ -36,6 +36,7 @@ struct coord_slot {
 	int in_prop, acked;	  /* in the open proposal's list; ACKed it */
 	uint32_t prop_flags;	  /* its flags in the open proposal */
 	int reported, dead;	  /* TAKEOVER: sent its report; someone holds death evidence */
+	uint64_t rep_at, rep_max; /* TAKEOVER: when it reported, the highest epoch it had seen */
 	int gone; /* proven out by its own words: it sent LEAVE, or a new incarnation of it asked
 		   * to join (TAKEOVER: a report says its coordinator announced it left) */
 	int deserted; /* said it lost us: it may be in a newer epoch, so its death proves nothing */

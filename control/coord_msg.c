@@ -156,6 +156,8 @@ static void hello_report(struct ctl_coord *c, struct coord_slot *s, uint32_t con
 	}
 	attach(c, s, conn, m, now);
 	s->reported = 1;
+	s->rep_at = now;
+	s->rep_max = m->max_epoch > m->epoch ? m->max_epoch : m->epoch;
 	for (i = 0; i < m->nmembers; i++) {
 		const struct ctl_member_rec *r = &m->members[i];
 

@@ -89,7 +89,10 @@ Test(ft_freeze, sigstop_member0_of_3)
 /* A reduce-scatter member stops (SIGSTOP) once its ring ended at op SEQ: what it sent is
  * delivered, so each survivor holds its own slot, the only chunk it needs, while nobody holds the
  * frozen member's. Once it is removed for its silence the survivors finish op SEQ from the data,
- * its input in (the resume counts only their own slots), and go on without it. */
+ * its input in (the resume counts only their own slots), and go on without it. Over the verbs
+ * emulator the port is a thread of the member's process and stops with it: its last segment,
+ * posted but not yet on the wire (an HCA would send it), may never leave, and then the survivors
+ * must redo the op without it (2 runs in 10); over TCP the kernel delivers what was written. */
 Test(ft_freeze, reduce_scatter_member1_after_its_slot)
 {
 	static const struct ft_spec rs[] = {
@@ -97,6 +100,8 @@ Test(ft_freeze, reduce_scatter_member1_after_its_slot)
 	};
 	struct ft_group_opts o = { .timeout_ms = TIMEOUT_MS, .limit = K, .script = rs, .nspec = 1 };
 	uint32_t all = ids_all(3), live = all & ~bit(1);
+	const char *transport = getenv("FTCC_TEST_TRANSPORT");
+	int emulated = transport && strcmp(transport, "ib") == 0, redone;
 	struct ft_seq_info in;
 
 	o.fault[1] = "have:5:0:stop";
@@ -106,10 +111,14 @@ Test(ft_freeze, reduce_scatter_member1_after_its_slot)
 		     "the others did not finish\n%s", describe());
 	expect_finished(live, K);
 	ft_group_seq(&grp, SEQ, &in);
-	cr_expect(in.mask == all && in.resumed && (in.done_by & live) == live,
-		  "op %d: set %s, resumed %d, done by %s: expected %s finished from the data\n%s",
-		  SEQ, ids(in.mask, 0), in.resumed, ids(in.done_by, 1), ids(all, 2), describe());
-	cr_expect_eq(expect_transition(live, bit(1), all, 0, K), SEQ + 1, "\n%s", describe());
+	redone = emulated && in.mask == live && !in.resumed;
+	cr_expect((in.mask == all && in.resumed && (in.done_by & live) == live) ||
+			  (redone && (in.done_by & live) == live),
+		  "op %d: set %s, resumed %d, done by %s: expected %s finished from the data%s\n%s",
+		  SEQ, ids(in.mask, 0), in.resumed, ids(in.done_by, 1), ids(all, 2),
+		  emulated ? " or redone without member 1" : "", describe());
+	cr_expect_eq(expect_transition(live, bit(1), all, 0, K), redone ? SEQ : SEQ + 1, "\n%s",
+		     describe());
 	chaos_report("ft: rsfrz: member 1 stopped after its slot at op %d: done by %s with set %s, "
 		     "resumed %d; %d ops checked",
 		     SEQ, ids(in.done_by, 0), ids(in.mask, 1), in.resumed, expect_agree());

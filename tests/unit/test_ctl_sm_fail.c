@@ -240,6 +240,43 @@ Test(ctl_sm, takeover_without_quorum_stops_after_waiting)
 	fn_free(fn);
 }
 
+/* Isolates member 0 as its VIEW of epoch 2 leaves for member 3 (fn_partition only sets flags). */
+struct isolate_at {
+	struct fn *fn;
+	int done;
+};
+
+static void isolate_host_on_view_to_3(void *arg, int from, int to, const struct ctl_msg *m)
+{
+	struct isolate_at *c = arg;
+
+	if (!c->done && from == 0 && to == 3 && m->type == CTL_VIEW && m->epoch == 2) {
+		c->done = 1;
+		fn_partition(c->fn, FN_BIT(0), 0);
+	}
+}
+
+/* {0, 3} | {1, 2}: the host goes on with 3 (half of four with the lowest id) and commits epoch 2,
+ * whose VIEW is lost as the host is cut from 3 too. 1 and 2 take over and wait for 3; 3 loses
+ * the host a timeout later and reports with epoch 1 but having ACKed epoch 2. Counting it would
+ * let 1 commit {1, 2, 3} while 0 goes on as {0} (half of epoch 2 with the lowest id): two groups,
+ * one epoch number. A report that late from a member that saw a newer epoch must not count. */
+Test(ctl_sm, late_reporter_that_acked_a_newer_epoch_does_not_make_the_quorum)
+{
+	struct fn *fn = formed(4);
+	struct isolate_at c = { .fn = fn };
+
+	fn_set_watch(fn, isolate_host_on_view_to_3, &c);
+	fn_partition(fn, FN_BIT(1) | FN_BIT(2), 0);
+	fn_run(fn, 8 * TIMEOUT);
+	cr_assert(c.done, "the host never committed epoch 2 with member 3");
+	FN_CHECK(fn);
+	for (int k = 1; k < 4; k++)
+		cr_expect_neq(fn_state(fn, k), CTL_M_ACTIVE, "member %d is ACTIVE in epoch %llu", k,
+			      (unsigned long long)fn_view(fn, k)->epoch);
+	fn_free(fn);
+}
+
 Test(ctl_sm, kill_coordinator_and_member_at_once)
 {
 	struct fn *fn = formed(5);
