@@ -488,9 +488,10 @@ static void finish_op(struct ftcc_comm *c, struct ftcc_request *r, const struct 
 
 /* Remembers a completed op for the exchanges of epochs newer than @epoch (the one it completed
  * in: its exchanges there are over); with @keep a copy of its result (before the degraded
- * policy scaled it: what the peer computes too), which is dropped two ops of its lane later (the
- * peer that took part in the lane's next op completed this one before it: the gate). Out of memory, no copy: the op stays
- * correct, and only a broken link in the same op would leave the peer without it. */
+ * policy scaled it: what the others compute too), which is dropped two ops of its lane later
+ * (every member that took part in the lane's next op completed this one before it: the gate).
+ * Out of memory, no copy: the op stays correct, and only a broken link in the same op would
+ * leave a member without it. */
 static void remember(struct eng_lane *l, const struct ftcc_request *r, const struct eng_att *att,
 		     uint64_t epoch, int keep)
 {
@@ -579,7 +580,7 @@ void eng_run_op(struct eng_lane *l, struct ftcc_request *r)
 	struct eng_att att = { .shape = eng_shape(r) };
 	struct rs_decision d;
 	uint64_t last_epoch = 0;
-	int attempts = 0, resumed = 0, two_rd = 0, warn_due = 0, rc;
+	int attempts = 0, resumed = 0, rd_early = 0, warn_due = 0, rc;
 
 	if (r->kind == ENG_BROADCAST && r->param != c->rank) {
 		input = NULL; /* zeros: nothing to keep */
@@ -710,11 +711,13 @@ void eng_run_op(struct eng_lane *l, struct ftcc_request *r)
 				break;
 			}
 		}
-		/* Two members of a recursive doubling op return at once: each keeps a copy of
-		 * the result for the other instead (remember()). */
-		two_rd = pe && pe->nmembers == 2 && att.algo == ALGO_RD;
+		/* The members of a recursive doubling op return at once: each keeps a copy of
+		 * the result for the others instead (remember()). Its result holds every
+		 * member's data, so a member that completed it knows that every member started
+		 * it, and so completed the op before it in the lane (the gate). */
+		rd_early = pe && att.algo == ALGO_RD;
 		if (rc == 0 && d.kind != RS_DONE && d.kind != RS_MISMATCH && pe->nmembers >= 2 &&
-		    !two_rd && !(c->no_have && bytes)) {
+		    !rd_early && !(c->no_have && bytes)) {
 			ftcc_fault("have", r->seq, 0);
 			rc = eng_have(l, pe, r->seq, att.shape, &bad);
 		}
@@ -733,6 +736,6 @@ void eng_run_op(struct eng_lane *l, struct ftcc_request *r)
 		}
 	}
 	/* before the policy scales the result; a DONE decision leaves nobody lacking it */
-	remember(l, r, &att, last_epoch, two_rd && d.kind != RS_DONE);
+	remember(l, r, &att, last_epoch, rd_early && d.kind != RS_DONE);
 	finish_op(c, r, &att, attempts ? attempts : 1, resumed);
 }

@@ -113,10 +113,10 @@ struct eng_done {
 	uint64_t seq; /* UINT64_MAX: empty */
 	struct eng_att att;
 	uint64_t reported; /* newest epoch it was reported in */
-	/* A 2-member recursive doubling op returns without the have notices: a copy of its
-	 * result stays here (two ops long, in one of the comm's two copy buffers) so that this
-	 * member can give it to its peer, whose last frame a broken link may have lost. NULL
-	 * otherwise. */
+	/* A recursive doubling op returns without the have notices: a copy of its result stays
+	 * here (two ops of its lane long, in one of the lane's two copy buffers) so that this
+	 * member can give it to a member whose last frame a broken link or a loss may have
+	 * lost. NULL otherwise. */
 	void *copy;
 	size_t count;
 	enum ftcc_dtype dtype;

@@ -2,21 +2,20 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Compares ftcc's p2p path (ftcc-perf -m p2p over libnccl-net-ftcc.so) with other single-stream
 # TCP numbers measured in the same run on 127.0.0.1:
-#   throughput at 1 MiB, 64 MiB, 256 MiB: ftcc vs iperf3 (target: ftcc/iperf3 >= 0.85 at 64 MiB)
-#                                          and vs ftcc-perf -m sock (blocking send/recv)
-#   round trip at 8 B, 64 B, 1 KiB, 64 KiB: ftcc -R vs ftcc-perf -m sock -R (target <= 1.5x)
+#   throughput at 1 MiB, 64 MiB, 256 MiB: ftcc vs iperf3 with 1 MiB writes and with one 64 MiB
+#       buffer (-l 64M; target: ftcc/iperf3-64M >= 0.9 at 64 MiB), and vs ftcc-perf -m sock
+#   round trip at 8 B, 64 B, 1 KiB, 64 KiB: ftcc -R vs ftcc-perf -m sock -R (target <= 1.2x)
 # Every number is the median of REPS runs (default 5); each ftcc-perf run itself reports the
 # median of its timed iterations. Builds nothing.
 #
 # usage: perf/p2p_vs_iperf.sh [BUILD_DIR]     (default: build)
 # env:   REPS=5  IPERF_PORT=<random>  OUT=<dir to keep the raw JSON lines>
 #
-# Why iperf3 is run as `-l 1M -t 2 -O 1`: iperf3 measures a stream, not messages, and 1 MiB is
-# both its largest write and about what NCCL hands a net plug-in per isend. One second of
-# slow start is omitted and two seconds measured. Its 1 MiB buffer stays in cache, while an
-# ftcc-perf iteration of 64 MiB streams a 64 MiB buffer through memory, so iperf3 is an upper
-# bound for one TCP stream here; the same-run blocking-socket column shows the cost of the
-# larger buffer without the plug-in.
+# Why iperf3 runs twice, `-l 1M` and `-l 64M` (each -t 2 -O 1: one second of slow start
+# omitted, two measured): iperf3 measures a stream, not messages. With 1 MiB writes its buffer
+# stays in cache, so that column is an upper bound for one TCP stream here. With -l 64M it
+# writes the same 64 MiB buffer an ftcc-perf iteration moves, through memory: the fair
+# single-stream baseline for the 64 MiB target.
 set -euo pipefail
 
 BUILD=${1:-build}
@@ -80,14 +79,28 @@ echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (numbers are onl
 iperf3 -s -p "$PORT" >/dev/null 2>&1 &
 SERVER=$!
 sleep 0.5
+# Some iperf3 builds (Debian 12's 3.12) refuse TCP writes above 1 MiB: then the 64 MiB column
+# is n/a and the target is judged against the blocking-socket program moving the same buffer.
+L64=1
+timeout 10 iperf3 -c 127.0.0.1 -p "$PORT" -l 64M -t 1 >"$WORK/probe" 2>&1 || true
+if grep -q 'block size too large' "$WORK/probe"; then
+	L64=
+	echo "# $(iperf3 --version | head -1): -l 64M refused (writes capped at 1 MiB)"
+fi
 for ((i = 0; i < REPS; i++)); do
 	for try in 1 2 3 fail; do
 		if [[ $try == fail ]]; then
 			echo "iperf3 client failed 3 times" >&2
-		elif timeout 20 iperf3 -c 127.0.0.1 -p "$PORT" -l 1M -t 2 -O 1 -J >"$WORK/iperf.one"
+		elif timeout 20 iperf3 -c 127.0.0.1 -p "$PORT" -l 1M -t 2 -O 1 -J >"$WORK/iperf.one" &&
+			{ [[ -z $L64 ]] || timeout 20 iperf3 -c 127.0.0.1 -p "$PORT" -l 64M -t 2 -O 1 \
+				-J >"$WORK/iperf64.one"; }
 		then
 			jq -c '{gbps: (.end.sum_received.bits_per_second / 8e9)}' "$WORK/iperf.one" \
 				>>"$WORK/iperf.json"
+			if [[ -n $L64 ]]; then
+				jq -c '{gbps: (.end.sum_received.bits_per_second / 8e9)}' \
+					"$WORK/iperf64.one" >>"$WORK/iperf64.json"
+			fi
 			break
 		else
 			sleep 0.5
@@ -98,20 +111,29 @@ for ((i = 0; i < REPS; i++)); do
 	perf_json sock -m sock -b 1M -e 256M -f 4 -n 10 -w 3
 done
 IPERF=$(jq -r .gbps "$WORK/iperf.json" 2>/dev/null | median)
+IPERF64=nan
+if [[ -n $L64 ]]; then
+	IPERF64=$(jq -r .gbps "$WORK/iperf64.json" | median)
+fi
 
 echo
-printf "%-10s %10s %10s %10s %12s %10s  %s\n" size ftcc-p2p sock iperf3 ftcc/iperf3 ftcc/sock \
-	"target (ftcc/iperf3 >= 0.85 at 64 MiB)"
+printf "%-10s %9s %9s %9s %10s %10s %12s %10s  %s\n" size ftcc-p2p sock iperf3-1M \
+	iperf3-64M ftcc/ip-1M ftcc/ip-64M ftcc/sock "target (ftcc/iperf3-64M >= 0.9 at 64 MiB)"
 for s in $TPUT_SIZES; do
 	f=$(pick p2p "$s" algbw_GBps)
 	k=$(pick sock "$s" algbw_GBps)
-	r=$(ratio "$f" "$IPERF")
+	r=$(ratio "$f" "$IPERF64")
 	verdict=
-	if [[ $s == 67108864 ]]; then
-		verdict=$(awk -v r="$r" 'BEGIN { print (r == r + 0 && r >= 0.85) ? "MET" : "NOT MET" }')
+	[[ -n $L64 ]] || r=n/a
+	if [[ -z $L64 && $s == 67108864 ]]; then
+		verdict=$(awk -v r="$(ratio "$f" "$k")" \
+			'BEGIN { print (r == r + 0 && r >= 0.9) ? "MET vs sock" : "NOT MET vs sock" }')
 	fi
-	printf "%-10s %10.3f %10.3f %10.3f %12s %10s  %s\n" "$((s >> 20))MiB" "$f" "$k" "$IPERF" \
-		"$r" "$(ratio "$f" "$k")" "$verdict"
+	if [[ $s == 67108864 && -n $L64 ]]; then
+		verdict=$(awk -v r="$r" 'BEGIN { print (r == r + 0 && r >= 0.9) ? "MET" : "NOT MET" }')
+	fi
+	printf "%-10s %9.3f %9.3f %9.3f %10.3f %10s %12s %10s  %s\n" "$((s >> 20))MiB" "$f" "$k" \
+		"$IPERF" "$IPERF64" "$(ratio "$f" "$IPERF")" "$r" "$(ratio "$f" "$k")" "$verdict"
 done
 
 for ((i = 0; i < REPS; i++)); do
@@ -123,14 +145,14 @@ done
 
 echo
 printf "%-10s %12s %12s %12s %12s %8s  %s\n" size ftcc-med sock-med ftcc-p99 sock-p99 \
-	ftcc/sock "target (<= 1.5x, medians)"
+	ftcc/sock "target (<= 1.2x, medians)"
 for s in $RTT_SIZES; do
 	f=$(pick p2p_rtt "$s" time_median_us)
 	k=$(pick sock_rtt "$s" time_median_us)
 	r=$(ratio "$f" "$k")
 	printf "%-10s %12.2f %12.2f %12.2f %12.2f %8s  %s\n" "${s}B" "$f" "$k" \
 		"$(pick p2p_rtt "$s" time_p99_us)" "$(pick sock_rtt "$s" time_p99_us)" "$r" \
-		"$(awk -v r="$r" 'BEGIN { print (r == r + 0 && r <= 1.5) ? "MET" : "NOT MET" }')"
+		"$(awk -v r="$r" 'BEGIN { print (r == r + 0 && r <= 1.2) ? "MET" : "NOT MET" }')"
 done
 echo
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
