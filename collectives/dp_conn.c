@@ -397,7 +397,17 @@ static int setup_local(struct dp *dp, struct dp_peer_ent *pe, const char *what, 
 	return err ? -err : -EIO;
 }
 
-/* Starts a non-blocking connect to @pe, bounded by dp->cut_ns. */
+/* The bound on an attempt whose TCP connection is up (the peer's kernel answered: the network
+ * between the two works) while its HELLO waits: the peer's process may be slow to take it, a
+ * stalled or starved process that the membership's failure timeout judges, not this link. Twice
+ * the failure timeout, as the stream's silence (dp->xctx.failure_ns). */
+static void setup_tcp_up(struct dp *dp, struct dp_conn *c, int64_t now)
+{
+	c->state = DPC_HELLO;
+	c->deadline_ns = now + 4 * dp->cut_ns;
+}
+
+/* Starts a non-blocking connect to @pe, bounded by dp->cut_ns until the TCP connection is up. */
 static int setup_connect(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 {
 	struct dp_conn *c = pe->conn;
@@ -420,7 +430,7 @@ static int setup_connect(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 		c->state = DPC_CONNECTING;
 		return 0;
 	}
-	c->state = DPC_HELLO;
+	setup_tcp_up(dp, c, now);
 	return 0;
 }
 
@@ -590,7 +600,7 @@ int dp_conn_setup(struct dp *dp, struct dp_peer_ent *pe)
 			err = errno;
 		if (err)
 			return setup_retry(dp, pe, "connect", err, now);
-		c->state = DPC_HELLO;
+		setup_tcp_up(dp, c, now);
 	}
 	return setup_hello(dp, pe, now);
 }

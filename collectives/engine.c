@@ -488,10 +488,10 @@ static void finish_op(struct ftcc_comm *c, struct ftcc_request *r, const struct 
 
 /* Remembers a completed op for the exchanges of epochs newer than @epoch (the one it completed
  * in: its exchanges there are over); with @keep a copy of its result (before the degraded
- * policy scaled it: what the others compute too), which is dropped two ops of its lane later
- * (every member that took part in the lane's next op completed this one before it: the gate).
- * Out of memory, no copy: the op stays correct, and only a broken link in the same op would
- * leave a member without it. */
+ * policy scaled it: what the peer computes too), which is dropped two ops of its lane later
+ * (the peer that took part in the lane's next op completed this one before it: the gate). Out
+ * of memory, no copy: the op stays correct, and only a broken link in the same op would leave
+ * the peer without it. */
 static void remember(struct eng_lane *l, const struct ftcc_request *r, const struct eng_att *att,
 		     uint64_t epoch, int keep)
 {
@@ -711,11 +711,13 @@ void eng_run_op(struct eng_lane *l, struct ftcc_request *r)
 				break;
 			}
 		}
-		/* The members of a recursive doubling op return at once: each keeps a copy of
-		 * the result for the others instead (remember()). Its result holds every
-		 * member's data, so a member that completed it knows that every member started
-		 * it, and so completed the op before it in the lane (the gate). */
-		rd_early = pe && att.algo == ALGO_RD;
+		/* The two members of a recursive doubling op return at once: each keeps a copy
+		 * of the result for the other instead (remember()). Not in larger groups: a
+		 * member that returned early and then left (killed, frozen, cut off) before
+		 * its last frames reached the others would hold a result the survivors then
+		 * compute without it (seen with 4 members in live::soak_mixed_faults_of_4); the
+		 * have round keeps one result per op among all who returned it. */
+		rd_early = pe && pe->nmembers == 2 && att.algo == ALGO_RD;
 		if (rc == 0 && d.kind != RS_DONE && d.kind != RS_MISMATCH && pe->nmembers >= 2 &&
 		    !rd_early && !(c->no_have && bytes)) {
 			ftcc_fault("have", r->seq, 0);

@@ -113,10 +113,10 @@ struct eng_done {
 	uint64_t seq; /* UINT64_MAX: empty */
 	struct eng_att att;
 	uint64_t reported; /* newest epoch it was reported in */
-	/* A recursive doubling op returns without the have notices: a copy of its result stays
-	 * here (two ops of its lane long, in one of the lane's two copy buffers) so that this
-	 * member can give it to a member whose last frame a broken link or a loss may have
-	 * lost. NULL otherwise. */
+	/* A 2-member recursive doubling op returns without the have notices: a copy of its
+	 * result stays here (two ops long, in one of the comm's two copy buffers) so that this
+	 * member can give it to its peer, whose last frame a broken link may have lost. NULL
+	 * otherwise. */
 	void *copy;
 	size_t count;
 	enum ftcc_dtype dtype;
@@ -293,6 +293,10 @@ int eng_exchange(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq,
  * exchange). 0 or an error. */
 int eng_fill(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, struct ftcc_request *r,
 	     const struct rs_decision *d, uint64_t shape, uint32_t *bad_peer);
+
+/* Members up to which the have notices go to every member in one round; larger groups send them
+ * in log2(n) rounds of one notice each (a dissemination barrier). */
+#define ENG_HAVE_ALL_MAX 4
 
 /* The have notices of op @seq (of @shape) among the members of @e. 0 or an error. */
 int eng_have(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, uint64_t shape,

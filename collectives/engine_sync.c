@@ -200,8 +200,10 @@ int eng_fill(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, struct
 	return rc;
 }
 
-int eng_have(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, uint64_t shape,
-	     uint32_t *bad_peer)
+/* The have notices of a group of @n among @e's members, all at once: one round, n - 1 notices
+ * each way per member. 0 or an error. */
+static int have_all(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, uint64_t shape,
+		    uint32_t *bad_peer)
 {
 	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, i;
 	uint64_t *vals = calloc((size_t)n + 1, sizeof(uint64_t));
@@ -218,8 +220,6 @@ int eng_have(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, uint64
 		if (i == self) {
 			continue;
 		}
-		/* with the shape: an op whose data phase moved nothing (no elements) is
-		 * checked here, among all of its members */
 		x[nx++] = (struct dp_xfer){ .peer = e->members[i].id,
 					    .dir = DP_SEND,
 					    .tag = tag_of(seq, e->epoch, DP_PH_HAVE, 0),
@@ -237,6 +237,52 @@ int eng_have(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, uint64
 	free(vals);
 	free(x);
 	return rc;
+}
+
+/* The same as a dissemination barrier: in round k this member tells the member 2^k places after
+ * it and hears from the one 2^k places before it, each round after the one before. After
+ * ceil(log2 n) rounds every member has heard, through the others, from every member, so each
+ * holds the whole result: log2(n) notices and peers per member instead of n - 1. Every notice
+ * carries its sender's shape and is checked by its receiver, so a member that completes has a
+ * chain of equal shapes from every member: one shape among all. */
+static int have_rounds(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, uint64_t shape,
+		       uint32_t *bad_peer)
+{
+	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, k = 0, d;
+	uint64_t mine = e->epoch, theirs = 0;
+	int rc = 0;
+
+	for (d = 1; d < n && rc == 0; d <<= 1, k++) {
+		struct dp_xfer x[2] = {
+			{ .peer = e->members[(self + d) % n].id,
+			  .dir = DP_SEND,
+			  .tag = tag_of(seq, e->epoch, DP_PH_HAVE, k),
+			  .buf = &mine,
+			  .len = sizeof(mine),
+			  .shape = shape },
+			{ .peer = e->members[(self + n - d) % n].id,
+			  .dir = DP_RECV,
+			  .tag = tag_of(seq, e->epoch, DP_PH_HAVE, k),
+			  .buf = &theirs,
+			  .len = sizeof(theirs),
+			  .shape = shape },
+		};
+
+		rc = run_xfers(l, x, 2, seq, e->epoch, bad_peer);
+	}
+	return rc;
+}
+
+int eng_have(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, uint64_t shape,
+	     uint32_t *bad_peer)
+{
+	/* With the shape: an op whose data phase moved nothing (no elements) is checked here,
+	 * among all of its members. Up to ENG_HAVE_ALL_MAX members one round is the fastest;
+	 * above it the notices, peers and connections of one round grow with the group. */
+	if (e->nmembers <= ENG_HAVE_ALL_MAX) {
+		return have_all(l, e, seq, shape, bad_peer);
+	}
+	return have_rounds(l, e, seq, shape, bad_peer);
 }
 
 /* A completed op that kept a copy (eng_done): the whole exchange, as a member still in the op
@@ -341,10 +387,15 @@ void eng_sync_epoch(struct eng_lane *l, const struct ctl_epoch *e)
 		}
 		rc = prc;
 		if (rc) {
-			/* a newer epoch came meanwhile, or the link failed: report again in the
-			 * next epoch (asked for by report_done on a link failure); not in this one
-			 * after -ENOMSG, which would only fail again on the peer's later frame */
-			dn->reported = rc == -ENOMSG ? e->epoch : 0;
+			/* A newer epoch came meanwhile, or a link failed: report again in the next
+			 * epoch, which report_done asked for after a link failure. Not again in
+			 * this one then: the exchange's frames that came in before the failure
+			 * were taken, and a second exchange in the same epoch would wait for them
+			 * behind the peers' later frames and accuse a working link (-ENOMSG). */
+			int asked = rc == -EPIPE || rc == -EPROTO || rc == -EHOSTUNREACH ||
+				    rc == -ENOMSG;
+
+			dn->reported = asked ? e->epoch : 0;
 			break;
 		}
 	}

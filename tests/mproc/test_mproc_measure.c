@@ -4,7 +4,8 @@
  * exit at op 2's have notices (FTCC_FAULT have:2:*:exit): with the setting it never gets there
  * and every op of the script counts all three members; by default it does (the control, so the
  * first test cannot pass on a point never reached). A recursive doubling op (op 1, 4 floats)
- * has no have round by default, among 3 members as among 2: armed there, member 1 never exits.
+ * among 3 members has its have round too (only two members go without): armed there, member 1
+ * exits.
  *
  * The script: recursive doubling (4 floats) and ring (100 000 floats) sizes, in place and out of
  * place, results and records checked at every member. Members run in their own processes
@@ -93,8 +94,8 @@ Test(ft_mproc_measure, no_have_round_and_exact_results)
 	unsetenv("FTCC_MEASURE_NO_HAVE");
 }
 
-/* Op 2 (100 000 floats, a ring op) among 3 members has a have round: only a recursive doubling
- * op goes without. */
+/* Op 2 (100 000 floats, a ring op) among 3 members has a have round, whatever its algorithm: only
+ * a recursive doubling op of two members goes without. */
 Test(ft_mproc_measure, the_have_round_runs_by_default)
 {
 	int st = 0;
@@ -113,12 +114,17 @@ static void arm_member1_rd(int me)
 		setenv("FTCC_FAULT", "have:1:*:exit", 1);
 }
 
-/* Op 1 (4 floats) is a recursive doubling op: it returns without the have notices (each member
- * keeps a copy of its result instead), so the exit armed there never happens and every op
- * counts all three members. */
-Test(ft_mproc_measure, recursive_doubling_of_3_has_no_have_round)
+/* Op 1 (4 floats) is a recursive doubling op of 3 members: it has a have round (a member that
+ * returned it early and then left would hold a result the survivors compute without it), and
+ * member 1 exits there. */
+Test(ft_mproc_measure, recursive_doubling_of_3_has_its_have_round)
 {
+	int st = 0;
+
 	unsetenv("FTCC_MEASURE_NO_HAVE");
 	pg_before_create = arm_member1_rd;
-	pg_run("rdhave", N, sc_script, 30000, 0);
+	pg_run("rdhave", N, sc_ops, 30000, 1u << 1);
+	cr_assert_eq(chaos_wait_exit(pg->m[1].pid, 30000, &st), 0, "member 1 did not end");
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 3,
+		  "member 1 did not exit at op 1's have notices: status %#x", st);
 }

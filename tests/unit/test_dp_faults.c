@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Tests of the data plane under faults: a peer's dp destroyed mid-transfer, dp_abort from
  * another thread, strangers and refused HELLOs, members not yet in the epoch, peers not yet
- * listening or never, new incarnations.
+ * listening or never, a HELLO answered late or never, new incarnations.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -329,6 +329,66 @@ Test(dp, refused_connects_are_unreachable, .timeout = 60)
 	cr_expect_eq(bp, 2);
 	cr_expect_geq(dph_now_ms() - t0, 140, "the idle time counted as unreachable");
 	dp_destroy(d);
+}
+
+/* A listener the kernel answers for (the TCP connection comes up) but whose process does not
+ * answer the HELLO: a starved or stalled process, which the membership's failure timeout judges.
+ * The attempt waits twice the failure timeout for the answer (it used to give up after half of
+ * it and report the peer unreachable): an answer after 400 ms (failure timeout 300 ms) is taken,
+ * and one that never comes makes the peer unreachable after 600 ms. */
+Test(dp, slow_hello_answer_is_not_unreachable, .timeout = 60)
+{
+	struct dp *d = dph_mk(1, 1, 300);
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
+	struct dp_peer p = { .id = 2, .incarnation = 3 };
+	uint8_t h[DP_HELLO_SIZE], payload[8] = "abcdefg", got[8], frame[DP_FRAME_HDR + 8];
+	struct dph_job j = { .dp = d };
+	struct pollfd pfd = { .events = POLLIN };
+	uint32_t bp = 0;
+	int64_t t0;
+
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	cr_assert_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
+	cr_assert_eq(listen(lfd, 4), 0);
+	snprintf(p.addr, sizeof(p.addr), "127.0.0.1:%d", ntohs(sa.sin_port));
+	cr_assert_eq(dp_set_peers(d, &p, 1), 0);
+	j.x[0] = dph_xf(2, DP_RECV, dph_tag(1, 0), got, sizeof(got));
+	j.n = 1;
+	dph_job_start(&j);
+	pfd.fd = lfd;
+	cr_assert_eq(poll(&pfd, 1, 3000), 1, "it connected");
+	fd = accept(lfd, NULL, NULL);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(recv(fd, h, sizeof(h), MSG_WAITALL), (ssize_t)sizeof(h));
+	usleep(400 * 1000);
+	dph_raw_hello(h, DP_HELLO_VERSION, DPH_GROUP, 2, 3, 1, 1);
+	dph_raw_frame_hdr(frame, dph_tag(1, 0), 8);
+	memcpy(frame + DP_FRAME_HDR, payload, 8);
+	/* (MSG_NOSIGNAL: a connector that gave up has closed its end) */
+	cr_expect_eq(send(fd, h, sizeof(h), MSG_NOSIGNAL), (ssize_t)sizeof(h));
+	cr_expect_eq(send(fd, frame, sizeof(frame), MSG_NOSIGNAL), (ssize_t)sizeof(frame));
+	dph_job_join(&j);
+	cr_expect_eq(j.rc, 0, "the late answer was not taken: %d", j.rc);
+	cr_expect_arr_eq(got, payload, 8);
+	close(fd);
+	dp_destroy(d);
+
+	/* the same listener never answers (the kernel still takes the connection) */
+	d = dph_mk(1, 1, 300);
+	cr_assert_eq(dp_set_peers(d, &p, 1), 0);
+	struct dp_xfer x = dph_xf(2, DP_RECV, dph_tag(1, 0), got, sizeof(got));
+
+	t0 = dph_now_ms();
+	cr_expect_eq(dph_run(d, &x, 1, &bp), -EHOSTUNREACH);
+	cr_expect_eq(bp, 2);
+	cr_expect_geq(dph_now_ms() - t0, 590, "unreachable before twice the failure timeout");
+	cr_expect_lt(dph_now_ms() - t0, 3000);
+	dp_destroy(d);
+	close(lfd);
 }
 
 /* A member restarts with a new incarnation (both directions of the connection rule): the
