@@ -49,11 +49,21 @@ int dpx_start(struct dp *dp, struct dp_conn *c, int64_t now)
 	c->state = DPC_XPORT;
 	xs->start_ns = now;
 	/* half the failure timeout for this end's stream to come up, else the pair falls back to
-	 * TCP (the peer's handle must be in by then, and its byte a quarter later, or the attempt
-	 * fails as a TCP attempt that got no answer: dpx_step) */
+	 * TCP (the peer's handle and byte must be in by twice the failure timeout, or the attempt
+	 * fails as a TCP attempt that got no answer: dpx_step, dpx_peer_late) */
 	c->deadline_ns = now + dp->cut_ns;
 	dp->nxport++;
 	return 0;
+}
+
+/* Whether the peer's side of the exchange (its handle, its byte) is too late: its TCP connection
+ * and HELLO answered, so the peer's process is alive and may just be slow to step (a stalled or
+ * starved process, which the membership's failure timeout judges); twice the failure timeout
+ * from the start, as a HELLO's answer (dp_conn.c). This end's own stream still has half the
+ * timeout to come up before the pair falls back to TCP (c->deadline_ns). */
+static int dpx_peer_late(const struct dp *dp, const struct dp_conn *c, int64_t now)
+{
+	return now > c->deadline_ns + 3 * dp->cut_ns;
 }
 
 /* Moves the handles: ours out, the peer's in. 1 when both are through, 0, or -errno. */
@@ -222,8 +232,8 @@ int dpx_step(struct dp *dp, struct dp_conn *c, int64_t now)
 		return rc;
 	if (xs->hin_off < FTCC_HANDLE_SIZE || xs->hout_off < FTCC_HANDLE_SIZE)
 		/* the peer sends its handle at its first step: not even that is a failed attempt,
-		 * as a HELLO without an answer is */
-		return now > c->deadline_ns ? -ETIMEDOUT : 0;
+		 * as a HELLO without an answer is (bounded alike: dpx_peer_late) */
+		return dpx_peer_late(dp, c, now) ? -ETIMEDOUT : 0;
 	if (!xs->my_say && xs->peer_say == DPX_SAY_TCP) {
 		rc = xport_say(dp, c, DPX_SAY_TCP, "the peer's is not");
 	} else if (!xs->my_say && !xs->up) {
@@ -243,8 +253,8 @@ int dpx_step(struct dp *dp, struct dp_conn *c, int64_t now)
 	}
 	if (rc < 0)
 		return rc;
-	if (!xs->my_say || !xs->peer_say) /* the peer's byte: a little longer than ours */
-		return now > c->deadline_ns + dp->nop_ns ? -ETIMEDOUT : 0;
+	if (!xs->my_say || !xs->peer_say) /* the peer's byte: it says at its own deadline */
+		return dpx_peer_late(dp, c, now) ? -ETIMEDOUT : 0;
 	if (xs->my_say == DPX_SAY_TCP || xs->peer_say == DPX_SAY_TCP) {
 		dpx_free(dp, c); /* out of dp->nxport too */
 		c->state = DPC_READY;

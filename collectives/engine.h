@@ -296,7 +296,7 @@ int eng_fill(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, struct
 
 /* Members up to which the have notices go to every member in one round; larger groups send them
  * in log2(n) rounds of one notice each (a dissemination barrier). */
-#define ENG_HAVE_ALL_MAX 4
+#define ENG_HAVE_ALL_MAX 8
 
 /* The have notices of op @seq (of @shape) among the members of @e. 0 or an error. */
 int eng_have(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, uint64_t shape,

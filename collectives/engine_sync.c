@@ -388,14 +388,17 @@ void eng_sync_epoch(struct eng_lane *l, const struct ctl_epoch *e)
 		rc = prc;
 		if (rc) {
 			/* A newer epoch came meanwhile, or a link failed: report again in the next
-			 * epoch, which report_done asked for after a link failure. Not again in
-			 * this one then: the exchange's frames that came in before the failure
-			 * were taken, and a second exchange in the same epoch would wait for them
-			 * behind the peers' later frames and accuse a working link (-ENOMSG). */
-			int asked = rc == -EPIPE || rc == -EPROTO || rc == -EHOSTUNREACH ||
-				    rc == -ENOMSG;
+			 * epoch, which report_done asked for after a link failure. A report that
+			 * is only sent goes again in this one too, at the next op (a copy of it
+			 * that arrives twice is stale, and dropped), in case the request for an
+			 * epoch was lost. A whole exchange (serving a kept copy) does not: the
+			 * frames that came in before the failure were taken, and a second
+			 * exchange in the same epoch would wait for them behind the peers' later
+			 * frames and accuse a working link (-ENOMSG). Nor after -ENOMSG, which
+			 * would only fail again on the peer's later frame. */
+			int asked = rc == -EPIPE || rc == -EPROTO || rc == -EHOSTUNREACH;
 
-			dn->reported = asked ? e->epoch : 0;
+			dn->reported = rc == -ENOMSG || (asked && dn->copy) ? e->epoch : 0;
 			break;
 		}
 	}
