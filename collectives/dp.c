@@ -516,8 +516,8 @@ static int dp_peek_others(struct dp *dp, struct dp_call *call, int np)
 			continue;
 		pe = &dp->peers[i];
 		if (!(dp->pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    !(pe->conn && pe->conn->xs))
-			continue; /* a stream's data never shows on its socket */
+		    !(pe->conn && pe->conn->xs) && !dp_conn_buffered(pe->conn))
+			continue; /* a stream's data never shows on its socket, nor read-ahead */
 		if (!dp_conn_peekable(pe) || pe->conn->fd != dp->pfd[k].fd)
 			continue;
 		rc = dp_conn_peek(dp, pe, i, call);
@@ -535,7 +535,7 @@ static int dp_peek_others(struct dp *dp, struct dp_call *call, int np)
 /* Sleeps in poll() until something the call waits for may have happened, at most @wait_ns. */
 static int dp_wait(struct dp *dp, struct dp_call *call, int64_t wait_ns)
 {
-	int np = 0, rc = 0;
+	int np = 0, rc = 0, ahead = 0;
 	int64_t now = dp_now_ns();
 
 	rc |= dp_poll_add(dp, &np, dp->wake, POLLIN, UINT32_MAX);
@@ -560,6 +560,8 @@ static int dp_wait(struct dp *dp, struct dp_call *call, int64_t wait_ns)
 		if (pe->conn->state == DPC_BACKOFF && pe->conn->retry_ns - now < wait_ns)
 			wait_ns = pe->conn->retry_ns - now;
 		ev = dp_conn_events(dp, pe);
+		if ((ev & POLLIN) && dp_conn_buffered(pe->conn))
+			ahead = 1; /* bytes read ahead: the next pass takes them */
 		if (ev)
 			rc |= dp_poll_add(dp, &np, pe->conn->fd, ev, UINT32_MAX);
 	}
@@ -575,6 +577,8 @@ static int dp_wait(struct dp *dp, struct dp_call *call, int64_t wait_ns)
 		peek = call->n > 0 && dp_conn_peekable(pe);
 		if (peek)
 			ev |= POLLIN; /* a frame of another shape shows in its header */
+		if (peek && dp_conn_buffered(pe->conn))
+			ahead = 1; /* its next header may be read ahead already */
 		if (ev)
 			rc |= dp_poll_add(dp, &np, pe->conn->fd, ev, peek ? i : UINT32_MAX);
 	}
@@ -584,7 +588,7 @@ static int dp_wait(struct dp *dp, struct dp_call *call, int64_t wait_ns)
 		wait_ns = dp->nop_ns / 2; /* the watch above runs again by then */
 	if (dp->xt && wait_ns > DPX_POLL_NS)
 		wait_ns = DPX_POLL_NS; /* streams move where poll() cannot see */
-	if (wait_ns < 0)
+	if (wait_ns < 0 || ahead)
 		wait_ns = 0;
 	if (dp->xt) {
 		struct timespec ts = { .tv_sec = wait_ns / 1000000000,
@@ -598,6 +602,8 @@ static int dp_wait(struct dp *dp, struct dp_call *call, int64_t wait_ns)
 		ftcc_warn("dp: poll failed: %m");
 		return -errno;
 	}
+	if (rc > 0 && (dp->pfd[1].revents & (POLLIN | POLLERR)))
+		dp->lfd_ready = 1;
 	if (rc > 0 && (dp->pfd[0].revents & POLLIN) &&
 	    !atomic_load_explicit(&dp->aborted, memory_order_acquire)) {
 		uint64_t v;
@@ -606,7 +612,7 @@ static int dp_wait(struct dp *dp, struct dp_call *call, int64_t wait_ns)
 			ftcc_warn(
 				"dp: eventfd read failed: %m"); /* a kick: the caller looks at kicked */
 	}
-	return rc > 0 || dp->xt ? dp_peek_others(dp, call, np) : 0;
+	return rc > 0 || dp->xt || ahead ? dp_peek_others(dp, call, np) : 0;
 }
 
 int dp_progress(struct dp *dp, struct dp_xfer *x, int n, int wait_ms, uint32_t *bad_peer)

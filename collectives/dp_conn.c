@@ -165,6 +165,7 @@ static int pending_adopt(struct dp *dp, uint32_t i, struct dp_peer_ent *pe, stru
 	}
 	c->hout_off = DP_HELLO_SIZE;
 	c->state = DPC_READY;
+	c->rb_off = c->rb_len = 0;
 	if (hello_stream(dp, pe->id, c->hello_in[6] == 1)) {
 		int rc = dpx_start(dp, c, dp_now_ns());
 
@@ -272,6 +273,11 @@ static int pending_read(struct dp *dp, uint32_t i, struct dp_call *call)
 int dp_accept_pass(struct dp *dp, struct dp_call *call)
 {
 	int64_t now = dp_now_ns();
+
+	if (!dp->lfd_ready && !dp->npending && now - dp->accept_ns < DP_ACCEPT_IDLE_NS)
+		return 0; /* nothing seen coming: a failed accept() would only cost */
+	dp->lfd_ready = 0;
+	dp->accept_ns = now;
 
 	for (int k = 0; k < 16; k++) {
 		int fd = ftcc_sys_accept(dp->lfd, NULL, NULL);
@@ -542,6 +548,7 @@ static int setup_up(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 	struct dp_conn *c = pe->conn;
 
 	c->state = DPC_READY;
+	c->rb_off = c->rb_len = 0;
 	c->backoff_ms = DP_BACKOFF_MIN_MS;
 	pe->down_ns = 0;
 	pe->stall_ns = 0;

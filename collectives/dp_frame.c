@@ -422,6 +422,15 @@ static int rx_dispatch(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, str
 	return 0;
 }
 
+/* Whether the call still has a receive from peer @pidx that is not done. */
+static int rx_open(const struct dp *dp, const struct dp_call *call, uint32_t pidx)
+{
+	for (int i = 0; i < call->n; i++)
+		if (dp->xpeer[i] == pidx && call->x[i].dir != DP_SEND && !call->x[i].done)
+			return 1;
+	return 0;
+}
+
 /* Reads frames from @pe while receives of this call can take them; with @peek, only up to the
  * next header (the call has no receive from @pe). 0 or -EPIPE/-EPROTO/-EBADE/-ENOMSG. */
 static int conn_rx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp_call *call,
@@ -479,6 +488,10 @@ static int conn_rx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct 
 				call->completed++;
 				c->rx_x = NULL;
 				c->rx_mode = DPR_HDR;
+				/* the next header waits for a call that wants it: reading on would
+				 * cost a failed recv() per frame */
+				if (!peek && !rx_open(dp, call, pidx))
+					return 0;
 			}
 			continue;
 		case DPR_DROP: {

@@ -32,11 +32,16 @@
 #define DP_PENDING_MAX 64	/* accepted connections not yet tied to a peer */
 #define DP_PENDING_MS 5000	/* how long one may stay so */
 #define DP_SCRATCH (64u << 10)	/* stale payloads are drained through this, in pieces */
-#define DP_SPIN_NS 20000	/* busy retries before poll() */
+#define DP_SPIN_NS 200000	/* busy retries before poll() */
 #define DP_BACKOFF_MIN_MS 5	/* first retry after a refused connect */
 #define DP_BACKOFF_MAX_MS 200	/* retries back off up to this */
 #define DP_RX_BUDGET (8u << 20) /* payload bytes read from one connection per pass */
 #define DP_IOV_FRAMES 8		/* frames gathered into one writev */
+
+#define DP_ACCEPT_IDLE_NS 1000000 /* struct dp's accept_ns */
+/* A read of fewer bytes than this (a frame header) takes up to this many from the socket, so a
+ * small frame's header and payload come in one recv(): a recv() per frame, not two. */
+#define DP_RBUF 256
 
 /* Streams over a transport of the ops table (dp_xport.c). */
 #define DPX_SLOTS 8		  /* messages in flight each way per connection */
@@ -106,6 +111,8 @@ struct dp_conn {
 	uint8_t hello_in[DP_HELLO_SIZE];
 	uint32_t hout_off, hin_off; /* bytes sent / received of the HELLOs */
 	/* receive side */
+	uint8_t rbuf[DP_RBUF]; /* bytes read ahead of the frames (dp_io_recv()) */
+	uint16_t rb_off, rb_len;
 	enum dp_rx_mode rx_mode;
 	uint8_t rhdr[DP_FRAME_HDR];
 	uint32_t rhdr_off;
@@ -190,6 +197,11 @@ struct dp {
 			  * peer needs) */
 	int mixed_warned; /* a member without a stream was logged */
 	int tcp_warned;	  /* a stream that did not come up was logged */
+	/* A call's first pass accepts only DP_ACCEPT_IDLE_NS after the last accept pass, unless
+	 * the last poll() saw the listening socket readable or connections wait for their HELLO:
+	 * a failed accept() allocates and frees a socket in the kernel, a cost on every small op. */
+	int lfd_ready;
+	int64_t accept_ns;
 	uint8_t scratch[DP_SCRATCH];
 };
 
@@ -225,7 +237,9 @@ int dp_tail_flush(struct dp *dp, struct dp_conn *c);
 void dp_hdr_encode(uint8_t *p, const struct dp_tag *t, uint64_t len, uint64_t shape);
 
 /* Accepts new connections and reads pending HELLOs; adopts those the epoch names. 0, or -EPIPE
- * (*@call->bad_peer) when an adopted connection replaced one that this call was using. */
+ * (*@call->bad_peer) when an adopted connection replaced one that this call was using. Does
+ * nothing unless the last poll() saw the listening socket readable, HELLOs are pending, or
+ * DP_ACCEPT_IDLE_NS passed since the last pass (struct dp's accept_ns). */
 int dp_accept_pass(struct dp *dp, struct dp_call *call);
 
 /* Adopts pending connections that the peer table now names (after dp_set_peers()), refuses
@@ -294,5 +308,10 @@ void dpx_free(struct dp *dp, struct dp_conn *c);
 ssize_t dp_io_send(struct dp_conn *c, const void *buf, size_t len);
 ssize_t dp_io_sendv(struct dp_conn *c, const struct iovec *iov, int n);
 ssize_t dp_io_recv(struct dp_conn *c, void *buf, size_t len);
+/* Whether @c holds bytes read ahead that poll() cannot see. */
+static inline int dp_conn_buffered(const struct dp_conn *c)
+{
+	return c && c->rb_off < c->rb_len;
+}
 
 #endif

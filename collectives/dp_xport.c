@@ -538,7 +538,23 @@ ssize_t dp_io_sendv(struct dp_conn *c, const struct iovec *iov, int n)
 
 ssize_t dp_io_recv(struct dp_conn *c, void *buf, size_t len)
 {
-	if (!c->xs)
-		return ftcc_sys_recv(c->fd, buf, len);
-	return xs_injected(c, "recv") ? -1 : xs_recv(c, buf, len);
+	size_t n;
+
+	if (c->xs)
+		return xs_injected(c, "recv") ? -1 : xs_recv(c, buf, len);
+	if (!dp_conn_buffered(c)) {
+		ssize_t got;
+
+		if (len >= DP_RBUF)
+			return ftcc_sys_recv(c->fd, buf, len);
+		got = ftcc_sys_recv(c->fd, c->rbuf, DP_RBUF);
+		if (got <= 0)
+			return got;
+		c->rb_off = 0;
+		c->rb_len = (uint16_t)got;
+	}
+	n = (size_t)(c->rb_len - c->rb_off) < len ? (size_t)(c->rb_len - c->rb_off) : len;
+	memcpy(buf, c->rbuf + c->rb_off, n);
+	c->rb_off = (uint16_t)(c->rb_off + n);
+	return (ssize_t)n;
 }

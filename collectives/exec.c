@@ -135,6 +135,24 @@ static int gives_up(int rc)
 	       rc == FTCC_ERR_SYSTEM || rc == FTCC_ERR_INVALID;
 }
 
+/* Whether anyone sleeping on c->cv needs the news that an op of lane @l ended, or that @l's
+ * executor stopped: a caller in ftcc_wait(), another lane's gate, the shutdown, or, after a
+ * caller ran its own op (@caller), the lane's thread for the ops queued behind it. A wake-up
+ * for nothing costs the sleeping lane thread a context switch per op, which with more threads
+ * than cores delays the next op. Under c->mu. */
+static int wake_needed(struct eng_lane *l, int caller)
+{
+	struct ftcc_comm *c = l->c;
+
+	if (c->nlanes > 1 || c->stop || atomic_load(&c->aborted)) {
+		return 1;
+	}
+	if (l->waiters) {
+		return 1;
+	}
+	return caller && (l->qhead || atomic_load(&c->ctl_gen) != l->sync_gen);
+}
+
 /* Runs lane @l's queued ops in order while the gate lets them, until @until is done (NULL: until
  * none can run). Called with c->mu held and l->executing set by the caller; returns the same
  * way. */
@@ -178,7 +196,9 @@ static void execute(struct eng_lane *l, struct ftcc_request *until)
 			}
 		}
 		r->done = 1;
-		pthread_cond_broadcast(&c->cv); /* its waiter, and the gates of the other lanes */
+		if (wake_needed(l, until != NULL)) {
+			pthread_cond_broadcast(&c->cv); /* its waiter, the gates of other lanes */
+		}
 	}
 	if (!atomic_load(&c->aborted)) {
 		pthread_mutex_unlock(&c->mu);
@@ -435,7 +455,9 @@ FTCC_API int ftcc_wait(ftcc_request_t *r, struct ftcc_record *rec)
 			l->executing = 1;
 			execute(l, r);
 			l->executing = 0;
-			pthread_cond_broadcast(&c->cv);
+			if (wake_needed(l, 1)) {
+				pthread_cond_broadcast(&c->cv);
+			}
 			continue;
 		}
 		if (atomic_load(&c->aborted) && !l->executing) {
