@@ -488,9 +488,10 @@ static int conn_rx(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct 
 				call->completed++;
 				c->rx_x = NULL;
 				c->rx_mode = DPR_HDR;
-				/* the next header waits for a call that wants it: reading on would
-				 * cost a failed recv() per frame */
-				if (!peek && !rx_open(dp, call, pidx))
+				/* Over TCP the next header waits for a call that wants it: reading on
+				 * would cost a failed recv() per frame. A stream reads on: its sender
+				 * has a few slots, and a stream not drained stalls it (dpx_watch()). */
+				if (!peek && !c->xs && !rx_open(dp, call, pidx))
 					return 0;
 			}
 			continue;
