@@ -26,6 +26,8 @@ TEST_TIMEOUT=${FTCC_TEST_TIMEOUT:-900}
 passed=0
 failed=0
 skipped=0
+STEP_LOG=$(mktemp "${TMPDIR:-/tmp}/ftcc-step.XXXXXX") || exit 1
+trap 'rm -f "$STEP_LOG"' EXIT
 
 summary() {
 	echo "test.sh: $passed passed, $failed failed, $skipped skipped"
@@ -36,10 +38,14 @@ step() {
 	local name=$1
 	shift
 	echo "==> $name"
-	if "$@"; then
+	if "$@" 2>&1 | tee "$STEP_LOG"; then
 		passed=$((passed + 1))
 	else
 		failed=$((failed + 1))
+		# Later tests' output may bury a failure's lines: they are repeated at the end.
+		echo "test.sh: what failed in step: $name"
+		grep -E -A6 'Assertion Failed|\[FAIL\]|CRASH|Sanitizer|runtime error' "$STEP_LOG" |
+			cut -c1-400 | head -80
 		echo "test.sh: FAILED step: $name" >&2
 		summary
 		exit 1
