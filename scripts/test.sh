@@ -35,11 +35,12 @@ summary() {
 
 # step NAME COMMAND...: runs one counted step; the first failure ends the run.
 step() {
-	local name=$1
+	local name=$1 t0=$SECONDS
 	shift
 	echo "==> $name"
 	if "$@" 2>&1 | tee "$STEP_LOG"; then
 		passed=$((passed + 1))
+		echo "<== $name: $((SECONDS - t0)) s"
 	else
 		failed=$((failed + 1))
 		# Later tests' output may bury a failure's lines: they are repeated at the end.

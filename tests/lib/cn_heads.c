@@ -99,12 +99,15 @@ __attribute__((format(printf, 5, 6))) static void cn_logger(ncclDebugLogLevel le
 							    int line, const char *fmt, ...)
 {
 	static const char *const names[] = { "NONE", "VERSION", "WARN", "INFO", "ABORT", "TRACE" };
+	struct timespec ts;
 	char msg[1200];
 	va_list ap;
 	int n;
 
 	(void)flags;
-	n = snprintf(msg, sizeof(msg), "head %d %s %s:%d ", cn_head_index,
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* the clock of chaos_now_ns(): lines meet faults */
+	n = snprintf(msg, sizeof(msg), "head %d %lld.%03ld %s %s:%d ", cn_head_index,
+		     (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, ts.tv_nsec / 1000 % 1000,
 		     level >= 0 && level <= NCCL_LOG_TRACE ? names[level] : "?", file, line);
 	va_start(ap, fmt);
 	n += vsnprintf(msg + n, sizeof(msg) - (size_t)n - 1, fmt, ap);
