@@ -44,9 +44,16 @@ step() {
 	else
 		failed=$((failed + 1))
 		# Later tests' output may bury a failure's lines: they are repeated at the end.
+		# First the warnings of the processes a failed test described (their logs are
+		# printed only on failure) and late wake-ups of their own (sched_watch.h), then the
+		# failures themselves.
+		echo "test.sh: warnings and scheduling gaps in step: $name"
+		grep -E ' WARN |sched watch:' "$STEP_LOG" | cut -c1-200 |
+			awk '{ k = match($0, /(head|member) [0-9]+/) ? substr($0, RSTART, RLENGTH) : "";
+			       if (++n[k] <= 8) print }' | head -40
 		echo "test.sh: what failed in step: $name"
 		grep -E -A6 'Assertion Failed|\[FAIL\]|CRASH|Sanitizer|runtime error' "$STEP_LOG" |
-			cut -c1-400 | head -80
+			cut -c1-300 | head -40
 		echo "test.sh: FAILED step: $name" >&2
 		summary
 		exit 1
@@ -146,7 +153,7 @@ run_ib_tests() {
 	if [ -x "$dir/test_chaos" ] && [ "$(id -u)" -eq 0 ]; then
 		step "$dir: allreduce and CollNet faults over ib" env FTCC_TEST_TRANSPORT=ib \
 			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_chaos" --jobs 1 --filter \
-			'@(ft_kill|ft_freeze|ft_cut|ft_join|ft_degraded|ft_abort|collnet_chaos)/*'
+			'@(ft_kill|ft_freeze|ft_cut|ft_join|ft_degraded|ft_abort|collnet_chaos|collnet_stop)/*'
 		step "$dir: faults between live members over ib" env FTCC_TEST_TRANSPORT=ib \
 			timeout -k 30 "$TEST_TIMEOUT" "$dir/test_chaos" --jobs 1 \
 			--filter 'live/*_of_@(3|8)'

@@ -25,6 +25,7 @@
 #include "nccl/net_v10.h"
 #include "nccl/net_v8.h"
 #include "nccl/net_v9.h"
+#include "sched_watch.h"
 
 #ifndef FTCC_PLUGIN_PATH
 #error "FTCC_PLUGIN_PATH must name the built libnccl-net-ftcc.so"
@@ -45,6 +46,8 @@ _Static_assert((int)FTCC_SUM == (int)ncclSum && (int)FTCC_MIN == (int)ncclMin &&
 #define CN_PUBLISH_WAIT_MS 60000
 #define CN_PARENT_WAIT_MS 300000
 #define CN_STALL_MS 60000
+/* A head whose own wake-ups come this late says so in its log (sched_watch.h). */
+#define CN_WATCH_MS 150
 
 /* What a forked head needs; on the parent's stack, copied by fork. */
 struct cn_child_arg {
@@ -540,9 +543,12 @@ static int cn_child_main(void *arg)
 		.g = g, .me = &g->sh->head[a->i], .i = a->i, .version = g->o.version
 	};
 	char handle[NCCL_NET_HANDLE_MAXSIZE] = { 0 };
+	char who[16];
 	int rc = 0;
 
 	cn_head_index = a->i;
+	snprintf(who, sizeof(who), "head %d", a->i);
+	sched_watch_start(who, CN_WATCH_MS);
 	for (int k = 0; k < g->o.nspec; k++) {
 		const struct ft_spec *sp = cn_spec_for(g, a->i, k);
 		size_t b = sp->count * ftcc_dtype_size(sp->dtype);
