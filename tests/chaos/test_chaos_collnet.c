@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The CollNet plug-in under faults in the middle of long iallreduce sequences: node heads
  * (cn_heads.h) run long paced scripts while one head is killed (head 0 too, the host of the
- * embedded coordinator), frozen, cut off by nftables, or closes its collComm; then the degraded
- * policies, FTCC_COLLNET_MIN_NODES, and two kills one after the other. Every survivor must finish
- * every op of the script, exactly, and log the loss once; the stall each fault causes is measured
- * and printed ("collnet: stall ..." lines). Needs root (nftables, veth); run with --jobs 1.
+ * embedded coordinator), frozen, cut off by nftables, closes its collComm or fails an op
+ * locally, and two kills one after the other. Every survivor must finish every op of the script,
+ * exactly, and log the loss once; the stall each fault causes is measured and printed ("collnet:
+ * stall ..." lines). Where the group cannot go on (FTCC_DEGRADED=fail, FTCC_COLLNET_MIN_NODES):
+ * test_chaos_collnet_stop.c. Needs root (nftables, veth); run with --jobs 1.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -45,7 +46,7 @@ static int cmp_i64(const void *a, const void *b)
 }
 
 /* The completion time of the first op (by number) head @i completed at or after @t_fault whose
- * result is not the one over the heads of @before: the first op without the lost cc_heads. -1 when
+ * result is not the one over the heads of @before: the first op without the lost heads. -1 when
  * none. */
 static int64_t first_without(int i, int64_t t_fault, uint32_t before)
 {

@@ -49,15 +49,18 @@ static void *watch_main(void *arg)
 		late = chaos_ms(last, now) - WATCH_PERIOD_MS;
 		if (late >= watch_min_ms) {
 			long long s = steal_ticks();
-			char line[160];
+			char line[200];
 			int len = snprintf(line, sizeof(line),
-					   "%s %lld.%03lld sched watch: woke %.0f ms late (the "
-					   "machine's steal time since %.0f ms before: %lld ms)\n",
+					   "%s %lld.%03lld sched watch: woke %.0f ms late (steal "
+					   "time since %.0f ms before, summed over the machine's "
+					   "CPUs: %lld ms)\n",
 					   watch_who, (long long)(now / 1000000),
 					   (long long)(now / 1000 % 1000), late,
 					   chaos_ms(read_at, now),
 					   s >= 0 && steal >= 0 ? (s - steal) * tick_ms : -1);
 
+			if (len > (int)sizeof(line) - 1)
+				len = (int)sizeof(line) - 1;
 			if (len > 0 && write(STDERR_FILENO, line, (size_t)len) < 0)
 				break;
 			steal = s;
