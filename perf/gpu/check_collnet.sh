@@ -17,6 +17,11 @@
 #   LANES="1 2 4"                 FTCC_LANES of each CollNet benchmark run (default 0: the
 #                                 plug-in's default, 4 lanes)
 #   DDP_LANES="1 2"               FTCC_LANES of each DDP job (default 0)
+#   DDP_STOP=s                    one more DDP job, rank 2 frozen (SIGSTOP) for s seconds
+#                                 then thawed: a live member gone silent (default 5; 0: none)
+#   DDP_GRACE=s                   how long the thawed rank has to leave (default 90: PyTorch
+#                                 takes a process down about 60 s after a communicator error,
+#                                 its TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC)
 #   MPS=1                         the benchmarks under CUDA MPS (nvidia-cuda-mps-control)
 # A short summary goes to stdout; every log is packed into $OUT/logs.tgz (default gpu-logs/).
 set -uo pipefail
@@ -31,6 +36,8 @@ SO=${SO:-}
 LANES=${LANES:-0}
 DDP_LANES=${DDP_LANES:-0}
 MPS=${MPS:-0}
+DDP_STOP=${DDP_STOP:-5}
+DDP_GRACE=${DDP_GRACE:-90}
 rm -rf "$LOG"
 mkdir -p "$OUT" "$LOG"
 trap 'tar czf "$OUT/logs.tgz" -C "$(dirname "$LOG")" "$(basename "$LOG")"' EXIT
@@ -60,18 +67,21 @@ bench() { # mode [lanes]
 	pkill -9 -f "[p]erf/gpu/bench_allreduce.py"
 }
 
-ddp() { # lanes
-	local d="$LOG/ddp-lanes$1"
+ddp() { # lanes [seconds frozen]
+	local d="$LOG/ddp-lanes$1${2:+-stop$2}"
 	mkdir -p "$d/status"
-	echo "== DDP, $N hosts, FTCC_LANES=$1, rank 2 killed at step 100"
-	FTCC_LANES=$1 FTCC_STATUS_DIR="$d/status" timeout -k 5 $((T_DDP + 30)) \
+	local what="killed" t=$T_DDP
+	[ -z "${2:-}" ] || { what="frozen for $2 s"; t=$((T_DDP + DDP_GRACE)); }
+	echo "== DDP, $N hosts, FTCC_LANES=$1, rank 2 $what at step 100"
+	FTCC_LANES=$1 FTCC_STATUS_DIR="$d/status" timeout -k 5 $((t + 30)) \
 		python3 perf/gpu/collnet_ddp.py --so "$SO" -n "$N" --kill 2 --kill-step 100 \
-		--timeout "$T_DDP" --logdir "$d" | tee "$d.txt"
+		${2:+--stop "$2" --grace "$DDP_GRACE"} --timeout "$t" --logdir "$d" | tee "$d.txt"
 	grep -h -iE 'lost|WARN' "$d"/rank*.log | sort | uniq -c | sort -rn | head -8 | cut -c1-220
 	for r in $(seq 0 $((N - 1))); do
 		echo "rank $r: $(grep -c '^step ' "$d/rank$r.log") hash lines," \
 			"last: $(grep '^step ' "$d/rank$r.log" | tail -1)"
 	done
+	[ -z "${2:-}" ] || grep -hE 'Error|error|WARN' "$d/rank2.log" | tail -4 | cut -c1-220
 	pkill -9 -f "[p]erf/gpu/ddp_train.py"
 }
 
@@ -93,3 +103,4 @@ bench net
 bench socket
 mps stop
 for l in $DDP_LANES; do ddp "$l"; done
+[ "$DDP_STOP" = 0 ] || ddp "${DDP_LANES%% *}" "$DDP_STOP"

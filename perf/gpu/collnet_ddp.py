@@ -5,6 +5,12 @@ every survivor finishes and that the survivors' parameter hashes agree at every 
 all printed.
 
   python3 perf/gpu/collnet_ddp.py --so build/libnccl-net-ftcc.so -n 4 --kill 2 --kill-step 100
+
+With --stop S the rank is not killed but frozen (SIGSTOP) for S seconds and then let go
+(SIGCONT): a live member that went silent. The others must go on as for a kill, without
+waiting for it beyond the failure timeout; the frozen rank, once it runs again, must leave
+(its ops fail: it is no longer a member) within --grace seconds instead of hanging, and must
+print no parameter hash after its freeze that the survivors did not print too.
 Exit status 0 when the check passed. Logs go to --logdir.
 """
 import argparse
@@ -25,6 +31,14 @@ def main():
     ap.add_argument("--port", type=int, default=29561)
     ap.add_argument("--logdir", default="gpu-logs")
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--stop", type=float, default=0,
+                    help="freeze the rank this many seconds instead of killing it")
+    ap.add_argument("--grace", type=float, default=60,
+                    help="with --stop: seconds the thawed rank has to leave")
+    ap.add_argument("--on-hang", default="",
+                    help="with --stop: shell command run before a thawed rank that did not "
+                         "leave is killed, {pid} its process id (a stack dump, say); output "
+                         "to hang.txt in --logdir")
     args = ap.parse_args()
     os.makedirs(args.logdir, exist_ok=True)
     here = os.path.dirname(os.path.abspath(__file__))
@@ -46,18 +60,50 @@ def main():
         procs.append(subprocess.Popen(
             [sys.executable, os.path.join(here, "ddp_train.py"), "--steps", str(args.steps)],
             env=env, stdout=log, stderr=subprocess.STDOUT))
-    killed_at = None
+    killed_at = thawed_at = gone_at = None
+    frozen_step = None
     deadline = time.monotonic() + args.timeout
-    while time.monotonic() < deadline and any(p.poll() is None for i, p in enumerate(procs)
-                                               if i != args.kill or killed_at is None):
+
+    def running():
+        for i, p in enumerate(procs):
+            if p.poll() is not None:
+                continue
+            if i != args.kill or killed_at is None:
+                return True
+            # the frozen rank: wait for it until it is thawed and its grace is over
+            if args.stop and (thawed_at is None or time.monotonic() < thawed_at + args.grace):
+                return True
+        return False
+
+    while time.monotonic() < deadline and running():
         if args.kill and killed_at is None:
             with open(os.path.join(args.logdir, f"rank{args.kill}.log")) as f:
                 steps = [int(l.split()[1]) for l in f if l.startswith("step ")]
             if steps and steps[-1] >= args.kill_step:
-                procs[args.kill].send_signal(signal.SIGKILL)
+                frozen_step = steps[-1]
+                procs[args.kill].send_signal(signal.SIGSTOP if args.stop else signal.SIGKILL)
                 killed_at = time.monotonic()
-                print(f"killed rank {args.kill} after step {steps[-1]}", flush=True)
+                print(f"{'froze' if args.stop else 'killed'} rank {args.kill} after step "
+                      f"{steps[-1]}", flush=True)
+        if args.stop and killed_at is not None and thawed_at is None and \
+                time.monotonic() >= killed_at + args.stop:
+            procs[args.kill].send_signal(signal.SIGCONT)
+            thawed_at = time.monotonic()
+            print(f"thawed rank {args.kill} after {args.stop:.1f} s", flush=True)
+        if thawed_at is not None and gone_at is None and procs[args.kill].poll() is not None:
+            gone_at = time.monotonic()
         time.sleep(0.05)
+    left = {i: p.poll() for i, p in enumerate(procs)}
+    left_at = time.monotonic()
+    if thawed_at is not None and gone_at is None and left[args.kill] is not None:
+        gone_at = left_at
+    if args.stop and args.on_hang and thawed_at is not None and left[args.kill] is None:
+        with open(os.path.join(args.logdir, "hang.txt"), "w") as out:
+            try:
+                subprocess.run(args.on_hang.format(pid=procs[args.kill].pid), shell=True,
+                               stdout=out, stderr=subprocess.STDOUT, timeout=90)
+            except subprocess.TimeoutExpired:
+                out.write("\n(the --on-hang command ran out of time)\n")
     for p in procs:
         if p.poll() is None:
             p.kill()
@@ -72,6 +118,25 @@ def main():
             print(f"rank {r} did not finish (see {args.logdir}/rank{r}.log)")
             ok = False
     survivors = [r for r in range(args.n) if r != args.kill or not args.kill]
+    if args.stop and args.kill:
+        rc = left[args.kill]
+        if thawed_at is None:
+            print(f"rank {args.kill} was never thawed")
+            ok = False
+        elif rc is None:
+            print(f"rank {args.kill} still ran {left_at - thawed_at:.1f} s after it was thawed")
+            ok = False
+        else:
+            gone = f"{gone_at - thawed_at:.1f} s" if gone_at is not None else "?"
+            print(f"rank {args.kill} left with status {rc} {gone} after it was thawed")
+        # after its freeze it may print a hash only for a step the survivors reached with it
+        late = [s for s in hashes[args.kill] if frozen_step is not None and s > frozen_step]
+        stray = [s for s in late if any(hashes[r].get(s) != hashes[args.kill][s]
+                                        for r in survivors)]
+        print(f"rank {args.kill}: {len(late)} hash lines after its freeze, {len(stray)} "
+              f"differ from the survivors'")
+        if stray:
+            ok = False
     common = sorted(set.intersection(*(set(hashes[r]) for r in survivors)))
     differ = [s for s in common if len({hashes[r][s] for r in survivors}) != 1]
     print(f"survivors {survivors}: {len(common)} common hash steps, {len(differ)} differ")
