@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "ftcc/log.h"
+#include "ftcc/sys.h"
 #include "ftcc/reduce.h"
 #include "p2p.h"
 
@@ -213,6 +214,7 @@ static void *lane_main(void *arg)
 	struct ftcc_comm *c = l->c;
 	struct timespec ts;
 
+	ftcc_thread_name("lane%u", l->idx);
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
 		if (!l->executing && (runnable(l) || atomic_load(&c->ctl_gen) != l->sync_gen) &&

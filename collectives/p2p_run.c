@@ -10,6 +10,7 @@
 #include "ftcc/ctl_sm.h"
 #include "ftcc/le.h"
 #include "ftcc/log.h"
+#include "ftcc/sys.h"
 #include "p2p_int.h"
 
 static void drain_peer(struct p2p *p, struct p2p_peer *pe);
@@ -703,6 +704,7 @@ void *p2p_main(void *arg)
 {
 	struct p2p *p = arg;
 
+	ftcc_thread_name("p2p");
 	pthread_mutex_lock(&p->mu);
 	while (!p->stop && !p->failed) {
 		uint32_t bad = UINT32_MAX;

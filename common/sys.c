@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,4 +278,16 @@ ssize_t ftcc_sys_recvv(int fd, const struct iovec *iov, int iovcnt)
 	if (ret < 0)
 		sys_log_failure("recvv", fd);
 	return ret;
+}
+
+void ftcc_thread_name(const char *what, ...)
+{
+	char name[16]; /* the kernel's TASK_COMM_LEN, with its NUL */
+	va_list ap;
+	int n = snprintf(name, sizeof(name), "ftcc-");
+
+	va_start(ap, what);
+	vsnprintf(name + n, sizeof(name) - (size_t)n, what, ap);
+	va_end(ap);
+	(void)pthread_setname_np(pthread_self(), name);
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ftcc/log.h"
+#include "ftcc/sys.h"
 #include "rt.h"
 
 #define GROUP_IDLE_MS 10000 /* a stopped group with no connections is freed after this */
@@ -171,6 +172,7 @@ static void *daemon_thread(void *arg)
 {
 	struct ctl_daemon *d = arg;
 
+	ftcc_thread_name("coordd");
 	pthread_mutex_lock(&d->lock);
 	while (!d->stop) {
 		uint64_t now = rt_now_ms();

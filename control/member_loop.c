@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ftcc/log.h"
+#include "ftcc/sys.h"
 #include "member.h"
 
 #define READ_ROUNDS 8
@@ -336,6 +337,7 @@ void *member_thread(void *arg)
 {
 	struct ctl_member *m = arg;
 
+	ftcc_thread_name("ctl%u", m->id);
 	pthread_mutex_lock(&m->lock);
 	for (;;) {
 		uint64_t now = rt_now_ms();

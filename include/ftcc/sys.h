@@ -31,4 +31,9 @@ ssize_t ftcc_sys_sendv(int fd, const struct iovec *iov, int iovcnt);
 ssize_t ftcc_sys_recv(int fd, void *buf, size_t len);
 ssize_t ftcc_sys_recvv(int fd, const struct iovec *iov, int iovcnt);
 
+/* Names the calling thread "ftcc-" plus @what (printf format), cut to the kernel's 15 bytes, as
+ * top -H, gdb and /proc/<pid>/task/<tid>/comm show it: a process that hosts the library (a
+ * training job's) tells the library's threads from its own. Failure is ignored. */
+void ftcc_thread_name(const char *what, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

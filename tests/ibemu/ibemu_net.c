@@ -576,6 +576,7 @@ static void *agent_main(void *arg)
 	struct pollfd *pfd = NULL;
 	int cap = 0;
 
+	(void)pthread_setname_np(pthread_self(), "ibemu-agent"); /* the tests' thread watch */
 	pthread_mutex_lock(&emu.lock);
 	while (emu.agent_gen == gen) {
 		uint64_t now = emu_now_ns();

@@ -6,14 +6,17 @@
 #define _GNU_SOURCE
 #include "cn_heads.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "abi_net.h"
 #include "chaos_proc.h"
 #include "ftcc/reduce.h"
+#include "sched_watch.h"
 #include "ftcc/text.h"
 
 size_t cn_heads_log(const struct cn_heads *g, int i, char *buf, size_t len)
@@ -291,10 +294,37 @@ size_t cn_heads_describe(const struct cn_heads *g, int tail, char *buf, size_t l
 	return at;
 }
 
+/* Asks every head that still runs (not reaped, not frozen) for its threads' states and stacks
+ * (sched_watch.h), for the first two explanations of a test, and gives them time to write. */
+static void cn_heads_ask_dump(const struct cn_heads *g)
+{
+	static pid_t asker; /* a test's process: the count starts again in the next test's */
+	static int asked;
+	int sent = 0;
+
+	if (asker != getpid()) {
+		asker = getpid();
+		asked = 0;
+	}
+	if (asked++ >= 2)
+		return;
+	for (int i = 0; i < g->n; i++) {
+		if (g->exit_status[i] == -1 && !g->frozen[i] && g->sh->head[i].pid > 0)
+			sent += kill(g->sh->head[i].pid, SCHED_WATCH_DUMP_SIGNAL) == 0;
+	}
+	if (sent)
+		chaos_sleep_ms(100 + 200 * sent); /* the table, then 20 ms per thread's stack */
+}
+
 const char *cn_heads_explain(const struct cn_heads *g, size_t log_tail, char *buf, size_t len)
 {
-	size_t at = cn_heads_describe(g, 4, buf, len / 2);
-	char *log = malloc(log_tail + 1);
+	size_t at;
+	char *log;
+
+	if (g->sh)
+		cn_heads_ask_dump(g);
+	at = cn_heads_describe(g, 4, buf, len / 2);
+	log = malloc(log_tail + 1);
 
 	for (int i = 0; log && i < g->n && at + 1 < len; i++) {
 		cn_heads_log(g, i, log, log_tail + 1);

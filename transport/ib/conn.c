@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "ftcc/log.h"
+#include "ftcc/sys.h"
 #include "ftcc/settings.h"
 #include "ftcc/tcp_dev.h"
 #include "ib_int.h"
@@ -548,6 +549,7 @@ static void engine_bind(void)
 static void *engine_main(void *arg)
 {
 	(void)arg;
+	ftcc_thread_name("ib");
 	engine_bind();
 	pthread_mutex_lock(&ib_eng.lock);
 	while (!ib_eng.stop) {

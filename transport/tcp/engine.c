@@ -172,6 +172,7 @@ static void *engine_main(void *arg)
 	uint64_t tick_ns = tcp_eng.hb_ns / 2;
 	uint64_t next_tick = tcp_now_ns() + tick_ns;
 
+	ftcc_thread_name("tcp");
 	(void)arg;
 	if (ftcc_setting_int(FTCC_SET_NUMA_BIND) && tcp_eng.ndev > 0 && tcp_eng.devs[0].cpulist[0])
 		tcp_dev_bind_thread(tcp_eng.devs[0].cpulist);
