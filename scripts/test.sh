@@ -52,8 +52,10 @@ step() {
 			awk '{ k = match($0, /(head|member) [0-9]+/) ? substr($0, RSTART, RLENGTH) : "";
 			       if (++n[k] <= 8) print }' | head -40
 		# A library thread that stopped running while its process ran (sched_watch.h):
-		# the report and every thread's state, the first two reports.
-		grep -E -A16 'thread watch:' "$STEP_LOG" | cut -c1-200 | head -36
+		# the report and every thread's state; then what the heads still running showed
+		# when the failed test asked them (their threads' states).
+		grep -E -A20 'thread watch: .* has not run for' "$STEP_LOG" | cut -c1-200 | head -44
+		grep -E -A14 'thread watch: asked for a dump' "$STEP_LOG" | cut -c1-200 | head -48
 		echo "test.sh: what failed in step: $name"
 		grep -E -A6 'Assertion Failed|\[FAIL\]|CRASH|Sanitizer|runtime error' "$STEP_LOG" |
 			cut -c1-300 | head -40

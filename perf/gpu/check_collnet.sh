@@ -103,4 +103,5 @@ bench net
 bench socket
 mps stop
 for l in $DDP_LANES; do ddp "$l"; done
-[ "$DDP_STOP" = 0 ] || ddp "${DDP_LANES%% *}" "$DDP_STOP"
+l=${DDP_LANES%% *}
+[ "$DDP_STOP" = 0 ] || ddp "${l:-0}" "$DDP_STOP"

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "abi_net.h"
@@ -294,42 +295,65 @@ size_t cn_heads_describe(const struct cn_heads *g, int tail, char *buf, size_t l
 	return at;
 }
 
-/* Asks every head that still runs (not reaped, not frozen) for its threads' states and stacks
- * (sched_watch.h), for the first two explanations of a test, and gives them time to write. */
+/* The first explanation of a test asks every head that still runs (not reaped, not frozen) for
+ * its threads' states and stacks (sched_watch.h); the bytes of head i's log between dump_from[i]
+ * and dump_to[i] are that dump, shown apart from the log. */
+static pid_t dump_asker; /* a test's process: the next test's asks again */
+static off_t dump_from[CN_MAX_HEADS], dump_to[CN_MAX_HEADS];
+
+static off_t cn_log_size(const struct cn_heads *g, int i)
+{
+	struct stat st;
+
+	return g->errfd[i] >= 0 && fstat(g->errfd[i], &st) == 0 ? st.st_size : 0;
+}
+
 static void cn_heads_ask_dump(const struct cn_heads *g)
 {
-	static pid_t asker; /* a test's process: the count starts again in the next test's */
-	static int asked;
 	int sent = 0;
 
-	if (asker != getpid()) {
-		asker = getpid();
-		asked = 0;
-	}
-	if (asked++ >= 2)
+	if (dump_asker == getpid())
 		return;
+	dump_asker = getpid();
 	for (int i = 0; i < g->n; i++) {
+		dump_from[i] = dump_to[i] = cn_log_size(g, i);
 		if (g->exit_status[i] == -1 && !g->frozen[i] && g->sh->head[i].pid > 0)
 			sent += kill(g->sh->head[i].pid, SCHED_WATCH_DUMP_SIGNAL) == 0;
 	}
-	if (sent)
-		chaos_sleep_ms(100 + 200 * sent); /* the table, then 20 ms per thread's stack */
+	if (!sent)
+		return;
+	chaos_sleep_ms(500); /* the heads write at once: a table, then 20 ms per thread's stack */
+	for (int i = 0; i < g->n; i++)
+		dump_to[i] = cn_log_size(g, i);
 }
 
 const char *cn_heads_explain(const struct cn_heads *g, size_t log_tail, char *buf, size_t len)
 {
-	size_t at;
-	char *log;
+	size_t at = cn_heads_describe(g, 4, buf, len / 2), cap = 1 << 20;
+	char *all = malloc(cap);
 
 	if (g->sh)
 		cn_heads_ask_dump(g);
-	at = cn_heads_describe(g, 4, buf, len / 2);
-	log = malloc(log_tail + 1);
+	for (int i = 0; all && i < g->n && at + 1 < len; i++) {
+		size_t n = chaos_capture_read(g->errfd[i], all, cap);
+		size_t from = (size_t)dump_from[i] < n ? (size_t)dump_from[i] : n;
+		size_t to = (size_t)dump_to[i] < n ? (size_t)dump_to[i] : n;
+		char dump[8192];
+		size_t dlen;
 
-	for (int i = 0; log && i < g->n && at + 1 < len; i++) {
-		cn_heads_log(g, i, log, log_tail + 1);
-		ftcc_appendf(buf, len, &at, "--- head %d, end of its log:\n%s\n", i, log);
+		if (to < from)
+			from = to;
+		dlen = to - from < sizeof(dump) - 1 ? to - from : sizeof(dump) - 1;
+		memcpy(dump, all + from, dlen);
+		dump[dlen] = '\0';
+		memmove(all + from, all + to, n - to + 1); /* the log without the dump */
+		n -= to - from;
+		ftcc_appendf(buf, len, &at, "--- head %d, end of its log:\n%s\n", i,
+			     all + (n > log_tail ? n - log_tail : 0));
+		if (dlen)
+			ftcc_appendf(buf, len, &at, "--- head %d, its threads when asked:\n%s\n", i,
+				     dump);
 	}
-	free(log);
+	free(all);
 	return buf;
 }

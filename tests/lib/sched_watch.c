@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "sched_watch.h"
 
+#include <errno.h>
 #include <execinfo.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -22,7 +23,7 @@
 #define STUCK_MS 2000	 /* a library thread that has not run this long is reported */
 #define STUCK_REPORTS 3	 /* at most this many reports per process */
 #define WATCH_THREADS 64 /* threads followed */
-#define WATCH_LINE 4096	 /* one report, written at once */
+#define WATCH_LINE 16384 /* one report, written at once */
 
 /* A thread of this process the watch follows: the library's ("ftcc-...") and the verbs
  * emulator's ("ibemu-..."), each of which wakes at least every 100 ms when all is well. */
@@ -41,6 +42,9 @@ static int nwatched, nreports;
  * static functions as offsets into it, for addr2line on the same build). */
 #define STACK_SIGNAL (SIGRTMIN + 5)
 
+static char watch_who[32];
+static char watch_log[256]; /* FTCC_TEST_WATCH_LOG: reports copied there too, from any test */
+static int watch_min_ms;
 static volatile sig_atomic_t dump_asked;
 
 static void dump_handler(int sig)
@@ -49,37 +53,69 @@ static void dump_handler(int sig)
 	dump_asked = 1;
 }
 
-static void stack_handler(int sig)
+/* Writes "  user stack of tid N:" and the stack to @fd. Signal context: system calls only (the
+ * number is formatted by hand); backtrace() was primed in sched_watch_start() so that it does
+ * not allocate here, and backtrace_symbols_fd() takes the loader's lock through dladdr(), which
+ * is acceptable for a diagnostic of a thread already stuck. */
+static void stack_write(int fd, void *const *frames, int n)
 {
-	void *frames[32];
-	int n = backtrace(frames, 32); /* primed in sched_watch_start(): no allocation here */
-	char head[48];
-	int len = snprintf(head, sizeof(head), "  user stack of tid %ld:\n", syscall(SYS_gettid));
+	char head[64] = "  user stack of tid ", digits[24];
+	long tid = syscall(SYS_gettid);
+	size_t len = strlen(head);
+	int nd = 0;
 
-	(void)sig;
-	if (len > 0 && write(STDERR_FILENO, head, (size_t)len) < 0)
+	do {
+		digits[nd++] = (char)('0' + tid % 10);
+		tid /= 10;
+	} while (tid > 0 && nd < (int)sizeof(digits));
+	while (nd > 0)
+		head[len++] = digits[--nd];
+	head[len++] = ':';
+	head[len++] = '\n';
+	if (write(fd, head, len) < 0)
 		return;
-	backtrace_symbols_fd(frames, n, STDERR_FILENO);
+	backtrace_symbols_fd(frames, n, fd);
 }
 
-static char watch_who[32];
-static char watch_log[256]; /* FTCC_TEST_WATCH_LOG: reports copied there too, from any test */
-static int watch_min_ms;
+static void stack_handler(int sig)
+{
+	int saved = errno; /* the interrupted code may be about to read it */
+	void *frames[32];
+	int n = backtrace(frames, 32);
+
+	(void)sig;
+	stack_write(STDERR_FILENO, frames, n);
+	if (watch_log[0]) {
+		int fd = open(watch_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+
+		if (fd >= 0) {
+			stack_write(fd, frames, n);
+			close(fd);
+		}
+	}
+	errno = saved;
+}
 
 /* The machine's steal time so far in clock ticks (the 8th field of /proc/stat's "cpu" line);
  * -1 when it cannot be read. */
 static long long steal_ticks(void)
 {
+	char buf[512];
 	long long f[8] = { 0 };
-	FILE *fp = fopen("/proc/stat", "re");
-	int n;
+	int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
 
-	if (!fp)
+	if (fd < 0)
 		return -1;
-	n = fscanf(fp, "cpu %lld %lld %lld %lld %lld %lld %lld %lld", &f[0], &f[1], &f[2], &f[3],
-		   &f[4], &f[5], &f[6], &f[7]);
-	fclose(fp);
-	return n == 8 ? f[7] : -1;
+	n = read(fd, buf, sizeof(buf) - 1); /* the "cpu" line comes first */
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	return sscanf(buf, "cpu %lld %lld %lld %lld %lld %lld %lld %lld", &f[0], &f[1], &f[2],
+		      &f[3], &f[4], &f[5], &f[6], &f[7]) == 8 ?
+		       f[7] :
+		       -1;
 }
 
 /* Reads /proc/self/task/@tid/@what into @buf (NUL-terminated, the last newline cut); the
@@ -160,6 +196,10 @@ static void threads_report(int64_t now, const char *why, const pid_t *tids, int 
 
 	for (int t = 0; t < ntids; t++)
 		len = task_line(out, sizeof(out), len, tids[t]);
+	if (len >= sizeof(out) - 1) {
+		len = sizeof(out) - 1;
+		out[len - 1] = '\n'; /* cut, but the next line is not glued to it */
+	}
 	if (watch_log[0]) {
 		int fd = open(watch_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 
@@ -317,12 +357,12 @@ static void *watch_main(void *arg)
 			steal = steal_ticks();
 			read_at = now;
 		}
-		last = now;
 		if (dump_asked) {
 			dump_asked = 0;
 			threads_dump(now);
 			now = chaos_now_ns(); /* the dump's own time is no late wake-up */
 		}
+		last = now;
 		/* Only a scan on time counts: a late wake-up means nobody ran, the watch included. */
 		if (++periods % SCAN_PERIODS == 0 && late < watch_min_ms)
 			threads_scan(now);
@@ -347,10 +387,6 @@ int sched_watch_start(const char *who, int min_ms)
 		 getenv("FTCC_TEST_WATCH_LOG") ? getenv("FTCC_TEST_WATCH_LOG") : "");
 	watch_min_ms = min_ms;
 	backtrace(prime, 2); /* loads what backtrace() needs now, not in the signal handler */
-	sigemptyset(&sa.sa_mask);
-	sigaction(STACK_SIGNAL, &sa, NULL);
-	sa.sa_handler = dump_handler;
-	sigaction(SCHED_WATCH_DUMP_SIGNAL, &sa, NULL);
 	if (pthread_attr_init(&attr))
 		return -1;
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -358,6 +394,10 @@ int sched_watch_start(const char *who, int min_ms)
 	pthread_attr_destroy(&attr);
 	if (rc)
 		return -1;
+	sigemptyset(&sa.sa_mask);
+	sigaction(STACK_SIGNAL, &sa, NULL);
+	sa.sa_handler = dump_handler;
+	sigaction(SCHED_WATCH_DUMP_SIGNAL, &sa, NULL);
 	/* The dump request goes to the watch alone: this thread, and those it starts from now on
 	 * (the library's), block it, so that it interrupts none of their system calls. */
 	sigemptyset(&sa.sa_mask);

@@ -20,8 +20,9 @@
 
 /* Sent to a process that runs the watch, it writes every thread's state and the user stacks of
  * the library's threads within about 100 ms: what a test that failed asks of a process that
- * still runs. Ignored by a process without the watch (its default action). */
-#define SCHED_WATCH_DUMP_SIGNAL SIGWINCH
+ * still runs. Ignored by a process without the watch (its default action); no terminal sends
+ * it, and the library uses no out-of-band data. */
+#define SCHED_WATCH_DUMP_SIGNAL SIGURG
 
 /* Starts the watch in this process, its lines prefixed with @who ("head 2"). Gaps of @min_ms
  * and more are written. The calling thread, and the threads it starts afterwards, block
