@@ -55,7 +55,7 @@ step() {
 		# the report and every thread's state; then what the heads still running showed
 		# when the failed test asked them (their threads' states).
 		grep -E -A20 'thread watch: .* has not run for' "$STEP_LOG" | cut -c1-200 | head -44
-		grep -E -A14 'thread watch: asked for a dump' "$STEP_LOG" | cut -c1-200 | head -48
+		grep -E -A14 'thread watch: asked for a dump' "$STEP_LOG" | cut -c1-200 | head -70
 		echo "test.sh: what failed in step: $name"
 		grep -E -A6 'Assertion Failed|\[FAIL\]|CRASH|Sanitizer|runtime error' "$STEP_LOG" |
 			cut -c1-300 | head -40

@@ -172,7 +172,9 @@ int cn_heads_epochs(const struct cn_heads *g, char *why, size_t len);
  * for assertion messages. Returns the length. */
 size_t cn_heads_describe(const struct cn_heads *g, int tail, char *buf, size_t len);
 /* cn_heads_describe() (the last 4 ops, in at most half of @buf), then the last @log_tail bytes
- * of each head's log: what an assertion message shows. Returns @buf. */
+ * of each head's log, then what each head that still ran showed of its threads when the first
+ * explanation of the group asked it (sched_watch.h; it waits half a second for them): what an
+ * assertion message shows. Returns @buf. */
 const char *cn_heads_explain(const struct cn_heads *g, size_t log_tail, char *buf, size_t len);
 
 #endif

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "cn_heads.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -295,10 +296,14 @@ size_t cn_heads_describe(const struct cn_heads *g, int tail, char *buf, size_t l
 	return at;
 }
 
-/* The first explanation of a test asks every head that still runs (not reaped, not frozen) for
- * its threads' states and stacks (sched_watch.h); the bytes of head i's log between dump_from[i]
- * and dump_to[i] are that dump, shown apart from the log. */
-static pid_t dump_asker; /* a test's process: the next test's asks again */
+/* The first explanation of a group's failure asks every head that still runs (not reaped, not
+ * frozen) for its threads' states and stacks (sched_watch.h). What head i wrote from
+ * dump_from[i] to dump_to[i] holds that dump, from its first line on. */
+#define CN_DUMP_MARK "thread watch: asked for a dump"
+#define CN_LOG_WINDOW (1u << 20) /* the last MiB of a head's log is what is looked at */
+
+static const struct cn_heads *dump_group; /* the group asked, and when it started: */
+static int64_t dump_t0;			  /* a second group of the test asks again */
 static off_t dump_from[CN_MAX_HEADS], dump_to[CN_MAX_HEADS];
 
 static off_t cn_log_size(const struct cn_heads *g, int i)
@@ -308,13 +313,19 @@ static off_t cn_log_size(const struct cn_heads *g, int i)
 	return g->errfd[i] >= 0 && fstat(g->errfd[i], &st) == 0 ? st.st_size : 0;
 }
 
+static int cn_dump_asked(const struct cn_heads *g)
+{
+	return dump_group == g && dump_t0 == g->t0_ns;
+}
+
 static void cn_heads_ask_dump(const struct cn_heads *g)
 {
 	int sent = 0;
 
-	if (dump_asker == getpid())
+	if (cn_dump_asked(g))
 		return;
-	dump_asker = getpid();
+	dump_group = g;
+	dump_t0 = g->t0_ns;
 	for (int i = 0; i < g->n; i++) {
 		dump_from[i] = dump_to[i] = cn_log_size(g, i);
 		if (g->exit_status[i] == -1 && !g->frozen[i] && g->sh->head[i].pid > 0)
@@ -327,33 +338,82 @@ static void cn_heads_ask_dump(const struct cn_heads *g)
 		dump_to[i] = cn_log_size(g, i);
 }
 
+/* Head @i's log, its last CN_LOG_WINDOW bytes, into @all (NUL-terminated); its length, and in
+ * *@from and *@to the dump's place in it (equal when there is none). */
+static size_t cn_log_window(const struct cn_heads *g, int i, char *all, size_t *from, size_t *to)
+{
+	off_t size = cn_log_size(g, i);
+	off_t base = size > (off_t)CN_LOG_WINDOW - 1 ? size - ((off_t)CN_LOG_WINDOW - 1) : 0;
+	size_t n = 0;
+	const char *mark;
+
+	while (g->errfd[i] >= 0 && n < CN_LOG_WINDOW - 1) {
+		ssize_t r = pread(g->errfd[i], all + n, CN_LOG_WINDOW - 1 - n, base + (off_t)n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	all[n] = '\0';
+	*from = *to = n;
+	if (!cn_dump_asked(g) || dump_to[i] <= dump_from[i] || dump_from[i] < base)
+		return n;
+	*from = (size_t)(dump_from[i] - base) < n ? (size_t)(dump_from[i] - base) : n;
+	*to = (size_t)(dump_to[i] - base) < n ? (size_t)(dump_to[i] - base) : n;
+	/* Only the dump goes apart: what the head logged in the same moment before it stays. */
+	mark = memmem(all + *from, *to - *from, CN_DUMP_MARK, strlen(CN_DUMP_MARK));
+	if (!mark) {
+		*from = *to;
+		return n;
+	}
+	while (mark > all + *from && mark[-1] != '\n')
+		mark--;
+	*from = (size_t)(mark - all);
+	return n;
+}
+
 const char *cn_heads_explain(const struct cn_heads *g, size_t log_tail, char *buf, size_t len)
 {
-	size_t at = cn_heads_describe(g, 4, buf, len / 2), cap = 1 << 20;
-	char *all = malloc(cap);
+	size_t at = cn_heads_describe(g, 4, buf, len / 2);
+	char *all = malloc(CN_LOG_WINDOW);
+	size_t dump_at[CN_MAX_HEADS] = { 0 }, dump_len[CN_MAX_HEADS] = { 0 };
+	char *dumps = malloc(CN_LOG_WINDOW);
+	size_t dumps_len = 0;
 
 	if (g->sh)
 		cn_heads_ask_dump(g);
-	for (int i = 0; all && i < g->n && at + 1 < len; i++) {
-		size_t n = chaos_capture_read(g->errfd[i], all, cap);
-		size_t from = (size_t)dump_from[i] < n ? (size_t)dump_from[i] : n;
-		size_t to = (size_t)dump_to[i] < n ? (size_t)dump_to[i] : n;
-		char dump[8192];
-		size_t dlen;
+	/* Every head's log first: the dumps, long, come after all of them. */
+	for (int i = 0; all && dumps && i < g->n && at + 1 < len; i++) {
+		size_t from, to, n = cn_log_window(g, i, all, &from, &to);
 
-		if (to < from)
-			from = to;
-		dlen = to - from < sizeof(dump) - 1 ? to - from : sizeof(dump) - 1;
-		memcpy(dump, all + from, dlen);
-		dump[dlen] = '\0';
+		dump_at[i] = dumps_len;
+		dump_len[i] = to - from < CN_LOG_WINDOW - 1 - dumps_len ?
+				      to - from :
+				      CN_LOG_WINDOW - 1 - dumps_len;
+		memcpy(dumps + dumps_len, all + from, dump_len[i]);
+		dumps_len += dump_len[i];
 		memmove(all + from, all + to, n - to + 1); /* the log without the dump */
 		n -= to - from;
 		ftcc_appendf(buf, len, &at, "--- head %d, end of its log:\n%s\n", i,
 			     all + (n > log_tail ? n - log_tail : 0));
-		if (dlen)
-			ftcc_appendf(buf, len, &at, "--- head %d, its threads when asked:\n%s\n", i,
-				     dump);
 	}
+	for (int i = 0, left = g->n; all && dumps && i < g->n && at + 1 < len; i++, left--) {
+		size_t room = (len - at) / (size_t)left, show = dump_len[i];
+		char saved;
+
+		if (!show)
+			continue;
+		if (show + 100 > room)
+			show = room > 100 ? room - 100 : 0;
+		saved = dumps[dump_at[i] + show];
+		dumps[dump_at[i] + show] = '\0';
+		ftcc_appendf(buf, len, &at, "--- head %d, its threads when asked%s:\n%s\n", i,
+			     show < dump_len[i] ? " (cut)" : "", dumps + dump_at[i]);
+		dumps[dump_at[i] + show] = saved;
+	}
+	free(dumps);
 	free(all);
 	return buf;
 }

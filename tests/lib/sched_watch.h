@@ -19,7 +19,8 @@
 #include <signal.h>
 
 /* Sent to a process that runs the watch, it writes every thread's state and the user stacks of
- * the library's threads within about 100 ms: what a test that failed asks of a process that
+ * the library's threads within about half a second (the table at once, then 20 ms per thread's
+ * stack): what a test that failed asks of a process that
  * still runs. Ignored by a process without the watch (its default action); no terminal sends
  * it, and the library uses no out-of-band data. */
 #define SCHED_WATCH_DUMP_SIGNAL SIGURG
