@@ -265,10 +265,15 @@ int chaos_capture_open(const char *name)
 
 size_t chaos_capture_read(int fd, char *buf, size_t len)
 {
+	return chaos_capture_read_at(fd, 0, buf, len);
+}
+
+size_t chaos_capture_read_at(int fd, off_t off, char *buf, size_t len)
+{
 	size_t got = 0;
 
 	while (got + 1 < len) {
-		ssize_t n = pread(fd, buf + got, len - 1 - got, (off_t)got);
+		ssize_t n = pread(fd, buf + got, len - 1 - got, off + (off_t)got);
 
 		if (n < 0 && errno == EINTR)
 			continue;

@@ -54,6 +54,8 @@ int chaos_capture_open(const char *name);
 /* Copies what @fd holds so far into @buf (NUL-terminated, cut to @len - 1); returns the
  * length. */
 size_t chaos_capture_read(int fd, char *buf, size_t len);
+/* The same from byte @off of @fd on. */
+size_t chaos_capture_read_at(int fd, off_t off, char *buf, size_t len);
 /* Occurrences of @needle in @hay. */
 int chaos_count(const char *hay, const char *needle);
 

@@ -6,7 +6,6 @@
 #define _GNU_SOURCE
 #include "cn_heads.h"
 
-#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -344,19 +343,9 @@ static size_t cn_log_window(const struct cn_heads *g, int i, char *all, size_t *
 {
 	off_t size = cn_log_size(g, i);
 	off_t base = size > (off_t)CN_LOG_WINDOW - 1 ? size - ((off_t)CN_LOG_WINDOW - 1) : 0;
-	size_t n = 0;
+	size_t n = chaos_capture_read_at(g->errfd[i], base, all, CN_LOG_WINDOW);
 	const char *mark;
 
-	while (g->errfd[i] >= 0 && n < CN_LOG_WINDOW - 1) {
-		ssize_t r = pread(g->errfd[i], all + n, CN_LOG_WINDOW - 1 - n, base + (off_t)n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	all[n] = '\0';
 	*from = *to = n;
 	if (!cn_dump_asked(g) || dump_to[i] <= dump_from[i] || dump_from[i] < base)
 		return n;
