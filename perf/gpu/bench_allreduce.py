@@ -24,6 +24,7 @@ def worker(args):
         size *= 4
     if sizes[-1] != args.max_bytes:
         sizes.append(args.max_bytes)
+    any_wrong = 0
     for size in sizes:
         count = size // 4
         x = torch.full((count,), float(rank + 1), device="cuda")
@@ -42,6 +43,7 @@ def worker(args):
                 times.append(time.perf_counter() - t0)
                 marks.append((m0, time.monotonic_ns()))
             wrong += int((x != want).sum().item())
+        any_wrong += wrong
         med = statistics.median(times)
         busbw = size * 2 * (n - 1) / n / med / 1e9
         if rank == 0:
@@ -50,6 +52,9 @@ def worker(args):
                 for a, b in marks:
                     print(f"mark {size} {a / 1e6:.3f} {b / 1e6:.3f}", flush=True)
     dist.destroy_process_group()
+    if any_wrong:
+        print(f"rank {rank}: {any_wrong} wrong elements", flush=True)
+    return 1 if any_wrong else 0
 
 
 def main():

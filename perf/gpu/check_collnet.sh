@@ -61,7 +61,9 @@ bench() { # mode [lanes]
 	NCCL_DEBUG_FILE="$d/nccl.%p.log" NCCL_DEBUG_SUBSYS=INIT,NET FTCC_STATUS_DIR="$d/status" \
 		python3 perf/gpu/bench_allreduce.py --mode "$1" --so "$SO" -n 2 \
 		--max-bytes "$MAXB" --timeout "$T_BENCH" 2>&1 | tee "$d/table.txt"
-	echo "rc ${PIPESTATUS[0]}"
+	local rc=${PIPESTATUS[0]}
+	echo "rc $rc"
+	verdict "allreduce $1${2:+, FTCC_LANES=$2}" "$rc"
 	grep -h -m4 -iE 'collnet|NET/ftcc|Using network' "$d"/nccl.*.log | cut -c1-200
 	cat "$d"/status/* 2>/dev/null | grep -E '^(state|members|last_op|reason)'
 	pkill -9 -f "[p]erf/gpu/bench_allreduce.py"
@@ -76,6 +78,7 @@ ddp() { # lanes [seconds frozen]
 	FTCC_LANES=$1 FTCC_STATUS_DIR="$d/status" timeout -k 5 $((t + 30)) \
 		python3 perf/gpu/collnet_ddp.py --so "$SO" -n "$N" --kill 2 --kill-step 100 \
 		${2:+--stop "$2" --grace "$DDP_GRACE"} --timeout "$t" --logdir "$d" | tee "$d.txt"
+	verdict "DDP, FTCC_LANES=$1, rank 2 $what" "${PIPESTATUS[0]}"
 	grep -h -iE 'lost|WARN' "$d"/rank*.log | sort | uniq -c | sort -rn | head -8 | cut -c1-220
 	for r in $(seq 0 $((N - 1))); do
 		echo "rank $r: $(grep -c '^step ' "$d/rank$r.log") hash lines," \
@@ -83,6 +86,12 @@ ddp() { # lanes [seconds frozen]
 	done
 	[ -z "${2:-}" ] || grep -hE 'Error|error|WARN' "$d/rank2.log" | tail -4 | cut -c1-220
 	pkill -9 -f "[p]erf/gpu/ddp_train.py"
+}
+
+# Each phase's verdict, for the summary and the exit status (0 only when every phase passed).
+PASSED=() FAILED=()
+verdict() { # phase exit-status
+	if [ "$2" = 0 ]; then PASSED+=("$1"); else FAILED+=("$1 (exit $2)"); fi
 }
 
 mps() { # start|stop
@@ -105,3 +114,6 @@ mps stop
 for l in $DDP_LANES; do ddp "$l"; done
 l=${DDP_LANES%% *}
 [ "$DDP_STOP" = 0 ] || ddp "${l:-0}" "$DDP_STOP"
+echo "== $((${#PASSED[@]} + ${#FAILED[@]})) phases, ${#PASSED[@]} passed"
+for f in "${FAILED[@]}"; do echo "FAILED: $f"; done
+[ ${#FAILED[@]} = 0 ]

@@ -33,6 +33,7 @@ gcc -O1 -Iplugin perf/gpu/gdr_check.c -ldl -lpthread -o "$LOG/gdr_check" &&
 # NCCL stages through host memory here: the emulator cannot take a GPU's dma-buf unless the CPU
 # can map it (gdr_check says).
 export FTCC_IB_DMABUF=0
+FAILED=()
 for mode in net ftcc; do
 	d="$LOG/bench-ib-$mode"
 	mkdir -p "$d"
@@ -40,7 +41,9 @@ for mode in net ftcc; do
 	NCCL_DEBUG_FILE="$d/nccl.%p.log" NCCL_DEBUG_SUBSYS=INIT,NET \
 		python3 perf/gpu/bench_allreduce.py --mode "$mode" --so "$SO" -n 2 \
 		--max-bytes "$MAXB" --iters 5 --warmup 2 --timeout "$T_BENCH" 2>&1 | tee "$d/table.txt"
-	echo "rc ${PIPESTATUS[0]}"
+	rc=${PIPESTATUS[0]}
+	echo "rc $rc"
+	[ "$rc" = 0 ] || FAILED+=("allreduce over ib, $mode (exit $rc)")
 	grep -h -m3 -E 'over ib|frames over|Using network' "$d"/nccl.*.log | cut -c1-200
 	pkill -9 -f "[p]erf/gpu/bench_allreduce.py"
 done
@@ -49,6 +52,12 @@ echo "== DDP over ib, 4 hosts, rank 2 killed at step 100"
 mkdir -p "$LOG/ddp"
 timeout -k 5 $((T_DDP + 30)) python3 perf/gpu/collnet_ddp.py --so "$SO" -n 4 --kill 2 \
 	--kill-step 100 --timeout "$T_DDP" --logdir "$LOG/ddp" | tee "$LOG/ddp.txt"
+rc=${PIPESTATUS[0]}
+[ "$rc" = 0 ] || FAILED+=("DDP over ib (exit $rc)")
 grep -h -E 'frames over|lost; continuing' "$LOG"/ddp/rank*.log | cut -c1-200 | sort | uniq -c |
 	head -6
 pkill -9 -f "[p]erf/gpu/ddp_train.py"
+# The exit status: 0 only when every allreduce and the DDP job passed (gdr_check stops where
+# the emulator cannot map GPU memory, and says so; it is not counted).
+for f in "${FAILED[@]}"; do echo "FAILED: $f"; done
+[ ${#FAILED[@]} = 0 ]
