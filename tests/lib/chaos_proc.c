@@ -109,6 +109,55 @@ pid_t chaos_fork(int (*fn)(void *), void *arg, int errfd)
 	return pid;
 }
 
+pid_t chaos_fork_exec(const char *var, const char *value, int keepfd, int errfd)
+{
+	extern char **environ;
+	char *argv[] = { (char *)"ftcc-test-child", NULL };
+	pid_t parent = getpid();
+	size_t n = 0, len = strlen(var) + strlen(value) + 2;
+	char **envp;
+	char *mine;
+	pid_t pid;
+
+	/* Everything the child needs is made here: between fork and exec it only calls what is
+	 * async-signal-safe (this process may have other threads). */
+	while (environ[n])
+		n++;
+	envp = calloc(n + 2, sizeof(*envp));
+	mine = malloc(len);
+	if (!envp || !mine) {
+		free(envp);
+		free(mine);
+		return -1;
+	}
+	snprintf(mine, len, "%s=%s", var, value);
+	for (size_t i = 0, k = 0; i < n; i++) {
+		if (strncmp(environ[i], var, strlen(var)) || environ[i][strlen(var)] != '=')
+			envp[k++] = environ[i];
+	}
+	for (n = 0; envp[n];)
+		n++;
+	envp[n] = mine;
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid == 0) {
+		chaos_child_bind(parent);
+		if (errfd >= 0 && dup2(errfd, STDERR_FILENO) < 0)
+			_exit(124);
+		if (keepfd >= 0 && fcntl(keepfd, F_SETFD, 0) < 0)
+			_exit(124);
+		execve("/proc/self/exe", argv, envp);
+		_exit(127);
+	}
+	free(envp);
+	free(mine);
+	if (pid < 0)
+		return -1;
+	chaos_remember(pid);
+	return pid;
+}
+
 int chaos_wait_exit(pid_t pid, int timeout_ms, int *status)
 {
 	int64_t deadline = chaos_now_ns() + (int64_t)timeout_ms * 1000000;

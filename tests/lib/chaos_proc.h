@@ -28,6 +28,14 @@ void chaos_sleep_ms(int ms);
  * replaced by @errfd when it is >= 0, and SIGKILL is delivered if the parent dies. Returns the
  * child's pid (remembered for cleanup) or -1. */
 pid_t chaos_fork(int (*fn)(void *), void *arg, int errfd);
+
+/* Like chaos_fork(), but the child execs this program afresh (/proc/self/exe) with @var=@value
+ * added to its environment, and keeps @keepfd (>= 0) open across the exec: a constructor of the
+ * new image finds @var and runs the child's part from what @keepfd holds. The child then shares
+ * no memory map with its parent or its siblings (a forked copy shares the kernel's locks of the
+ * mappings it inherited with every other copy: one copy's munmap can wait on another's page
+ * fault). Returns the child's pid (remembered for cleanup) or -1. */
+pid_t chaos_fork_exec(const char *var, const char *value, int keepfd, int errfd);
 /* Waits up to @timeout_ms for @pid to exit and reaps it; *status gets the wait status.
  * 0 when reaped, -1 at the deadline (the child is left running). */
 int chaos_wait_exit(pid_t pid, int timeout_ms, int *status);

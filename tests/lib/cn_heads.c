@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Node heads for the CollNet tests (cn_heads.h), first half: the forked head that drives one
- * CollNet table as NCCL's proxy does and records every op, and the parent's control of the heads
- * (start, bounded waits, kill, freeze, stop). The checks are in cn_heads_check.c.
+/* Node heads for the CollNet tests (cn_heads.h): the head, a fresh image of the test program
+ * (chaos_fork_exec()) that drives one CollNet table as NCCL's proxy does and records every op, and
+ * the parent's start and end of the heads. The parent's control of running heads (bounded waits,
+ * kill, freeze, stop) is in cn_heads_ctl.c, the checks in cn_heads_check.c.
  */
 #define _GNU_SOURCE
 #include "cn_heads.h"
@@ -49,10 +50,29 @@ _Static_assert((int)FTCC_SUM == (int)ncclSum && (int)FTCC_MIN == (int)ncclMin &&
 /* A head whose own wake-ups come this late says so in its log (sched_watch.h). */
 #define CN_WATCH_MS 150
 
-/* What a forked head needs; on the parent's stack, copied by fork. */
+/* What a head needs to start. */
 struct cn_child_arg {
 	const struct cn_heads *g;
 	int i;
+};
+
+/* The environment variable that makes a new image of this program a head ("fd:index"), and what
+ * the parent leaves for the heads behind the shared page: its struct cn_heads, and copies of what
+ * the options point to (the head is a fresh exec, chaos_fork_exec(): the parent's memory is not
+ * there; its functions are, at the same offsets from each other).
+ */
+#define CN_HEAD_VAR "FTCC_TEST_CN_HEAD"
+struct cn_setup {
+	struct cn_heads g; /* pointers as the parent has them */
+	struct ft_spec own[CN_MAX_HEADS][CN_MAX_SPECS];
+	char degraded[64];
+	char ifname[CN_MAX_HEADS][32];
+	char env[CN_MAX_HEADS][512];
+	intptr_t handle_edit_off; /* from cn_heads_start */
+};
+struct cn_region {
+	struct cn_shared sh; /* first: g->sh is the region */
+	struct cn_setup setup;
 };
 
 /* One request in flight in a head. */
@@ -592,10 +612,83 @@ failed:
 	return rc;
 }
 
+/* A new image started by cn_heads_start() as head "fd:index" rebuilds the parent's struct
+ * cn_heads from the region, runs the head and exits; any other start of the program goes on. */
+__attribute__((constructor)) static void cn_head_entry(void)
+{
+	static struct cn_heads g;
+	const char *v = getenv(CN_HEAD_VAR);
+	struct cn_region *r;
+	struct cn_child_arg a;
+	int fd, i;
+
+	if (!v)
+		return;
+	if (sscanf(v, "%d:%d", &fd, &i) != 2 || i < 0 || i >= CN_MAX_HEADS) {
+		fprintf(stderr, "cn_heads: bad %s=%s\n", CN_HEAD_VAR, v);
+		_exit(126);
+	}
+	unsetenv(CN_HEAD_VAR);
+	r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (r == MAP_FAILED) {
+		fprintf(stderr, "cn_heads: head %d: mmap: %s\n", i, strerror(errno));
+		_exit(126);
+	}
+	close(fd);
+	g = r->setup.g;
+	g.sh = &r->sh;
+	g.o.script = g.script;
+	for (int h = 0; h < CN_MAX_HEADS; h++) {
+		g.o.own_script[h] = g.o.own_script[h] ? r->setup.own[h] : NULL;
+		g.o.ifname[h] = g.o.ifname[h] ? r->setup.ifname[h] : NULL;
+		g.o.env[h] = g.o.env[h] ? r->setup.env[h] : NULL;
+	}
+	g.o.degraded = g.o.degraded ? r->setup.degraded : NULL;
+	if (g.o.handle_edit)
+		g.o.handle_edit = (void (*)(int, char *))((uintptr_t)cn_heads_start +
+							  (uintptr_t)r->setup.handle_edit_off);
+	a = (struct cn_child_arg){ .g = &g, .i = i };
+	_exit(cn_child_main(&a));
+}
+
 /* ---- the parent ------------------------------------------------------------------------------ */
+
+/* Copies @s into @dst (@len bytes) for the heads; -1 when it does not fit. */
+static int cn_copy_str(char *dst, size_t len, const char *s)
+{
+	if (!s)
+		return 0;
+	if (strlen(s) >= len)
+		return -1;
+	memcpy(dst, s, strlen(s) + 1);
+	return 0;
+}
+
+/* The region's setup from g (its options complete). 0 or -1 (an option too long). */
+static int cn_setup_fill(struct cn_heads *g)
+{
+	struct cn_setup *st = &((struct cn_region *)g->sh)->setup;
+	int bad = 0;
+
+	st->g = *g;
+	for (int h = 0; h < CN_MAX_HEADS; h++) {
+		if (g->o.own_script[h])
+			memcpy(st->own[h], g->o.own_script[h],
+			       sizeof(st->own[h][0]) * (size_t)g->o.nspec);
+		bad |= cn_copy_str(st->ifname[h], sizeof(st->ifname[h]), g->o.ifname[h]);
+		bad |= cn_copy_str(st->env[h], sizeof(st->env[h]), g->o.env[h]);
+	}
+	bad |= cn_copy_str(st->degraded, sizeof(st->degraded), g->o.degraded);
+	if (g->o.handle_edit)
+		st->handle_edit_off =
+			(intptr_t)((uintptr_t)g->o.handle_edit - (uintptr_t)cn_heads_start);
+	return bad ? -1 : 0;
+}
 
 int cn_heads_start(struct cn_heads *g, int n, const struct cn_opts *o)
 {
+	int fd = -1;
+
 	memset(g, 0, sizeof(*g));
 	test_fabric_cut_env();
 	for (int i = 0; i < CN_MAX_HEADS; i++) {
@@ -621,149 +714,43 @@ int cn_heads_start(struct cn_heads *g, int n, const struct cn_opts *o)
 	g->o.nops = o->nops ? o->nops : o->nspec;
 	g->o.timeout_ms = o->timeout_ms ? o->timeout_ms : 1000;
 	g->o.connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : 10000;
-	g->sh = mmap(NULL, sizeof(*g->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
-		     0);
+	/* The heads' page, and their setup behind it, in a memory file each head maps after its
+	 * exec. */
+	fd = memfd_create("cn-heads", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, sizeof(struct cn_region)) < 0) {
+		fprintf(stderr, "cn_heads: memfd: %s\n", strerror(errno));
+		goto fail;
+	}
+	g->sh = mmap(NULL, sizeof(struct cn_region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (g->sh == MAP_FAILED) {
 		g->sh = NULL;
 		fprintf(stderr, "cn_heads: mmap: %s\n", strerror(errno));
-		return -1;
+		goto fail;
+	}
+	if (cn_setup_fill(g)) {
+		fprintf(stderr, "cn_heads: bad options (a string too long)\n");
+		goto fail;
 	}
 	for (int i = 0; i < n; i++) {
-		struct cn_child_arg a = { .g = g, .i = i };
-		char name[32];
+		char name[32], v[32];
 
 		g->sh->head[i].err_seq = -1;
 		snprintf(name, sizeof(name), "cn-head-%d", i);
+		snprintf(v, sizeof(v), "%d:%d", fd, i);
 		g->errfd[i] = chaos_capture_open(name);
-		g->sh->head[i].pid = chaos_fork(cn_child_main, &a, g->errfd[i]);
+		g->sh->head[i].pid = chaos_fork_exec(CN_HEAD_VAR, v, fd, g->errfd[i]);
 		if (g->sh->head[i].pid < 0) {
 			fprintf(stderr, "cn_heads: fork: %s\n", strerror(errno));
-			return -1;
+			goto fail;
 		}
 	}
+	close(fd);
 	return 0;
-}
 
-/* Whether head @h reached @stage (a FAILED head reached only FAILED). */
-static int cn_reached(const struct cn_head *h, enum cn_stage stage)
-{
-	int st = atomic_load(&h->stage);
-
-	return st == CN_ST_FAILED ? stage == CN_ST_FAILED : st >= (int)stage;
-}
-
-int cn_heads_wait_stage(const struct cn_heads *g, uint32_t who, enum cn_stage stage, int timeout_ms)
-{
-	int64_t deadline = chaos_now_ns() + (int64_t)timeout_ms * 1000000;
-
-	if (!g->sh)
-		return -1;
-	for (;;) {
-		int all = 1, settled = 1;
-
-		for (int i = 0; i < g->n; i++) {
-			const struct cn_head *h = &g->sh->head[i];
-
-			if (!(who >> i & 1))
-				continue;
-			all &= cn_reached(h, stage);
-			settled &= cn_reached(h, stage) || atomic_load(&h->stage) == CN_ST_FAILED;
-		}
-		if (settled)
-			return all ? 0 : -1;
-		if (chaos_now_ns() > deadline)
-			return -1;
-		chaos_sleep_ms(1);
-	}
-}
-
-int cn_heads_wait_ops(const struct cn_heads *g, uint32_t who, int64_t nops, int timeout_ms)
-{
-	int64_t deadline = chaos_now_ns() + (int64_t)timeout_ms * 1000000;
-
-	if (!g->sh)
-		return -1;
-	for (;;) {
-		int all = 1, got = 1;
-
-		for (int i = 0; i < g->n; i++) {
-			const struct cn_head *h = &g->sh->head[i];
-
-			if (!(who >> i & 1) || atomic_load(&h->ndone) >= nops)
-				continue;
-			got = 0;
-			all &= atomic_load(&h->stage) >= CN_ST_RAN;
-		}
-		if (all)
-			return got ? 0 : -1;
-		if (chaos_now_ns() > deadline)
-			return -1;
-		chaos_sleep_ms(1);
-	}
-}
-
-int64_t cn_heads_kill(struct cn_heads *g, int i)
-{
-	int64_t t = chaos_now_ns();
-
-	if (!g->sh || i < 0 || i >= g->n || g->exit_status[i] != -1)
-		return t;
-	chaos_kill(g->sh->head[i].pid);
-	g->exit_status[i] = SIGKILL; /* as a wait status: killed by SIGKILL */
-	g->frozen[i] = 0;
-	return t;
-}
-
-int64_t cn_heads_freeze(struct cn_heads *g, int i)
-{
-	int64_t t = chaos_now_ns(), deadline = t + 2000000000;
-	pid_t pid;
-
-	if (!g->sh || i < 0 || i >= g->n || g->exit_status[i] != -1)
-		return 0;
-	pid = g->sh->head[i].pid;
-	if (kill(pid, SIGSTOP) < 0)
-		return 0;
-	g->frozen[i] = 1;
-	while (chaos_now_ns() < deadline) {
-		siginfo_t si = { 0 };
-
-		if (waitid(P_PID, (id_t)pid, &si, WSTOPPED | WNOHANG | WNOWAIT) == 0 &&
-		    si.si_pid == pid) {
-			return t;
-		}
-		chaos_sleep_ms(1);
-	}
-	return 0;
-}
-
-int cn_heads_stop(struct cn_heads *g, uint32_t who, int close_now, int timeout_ms)
-{
-	int64_t deadline = chaos_now_ns() + (int64_t)timeout_ms * 1000000;
-	int bad = 0;
-
-	if (!g->sh)
-		return -1;
-	for (int i = 0; i < g->n; i++) {
-		if (who >> i & 1)
-			atomic_store(close_now ? &g->sh->head[i].close_now : &g->sh->head[i].stop,
-				     1);
-	}
-	for (int i = 0; i < g->n; i++) {
-		int64_t left = (deadline - chaos_now_ns()) / 1000000;
-		int st = -1, stage;
-
-		if (!(who >> i & 1))
-			continue;
-		if (g->exit_status[i] == -1 && !g->frozen[i] &&
-		    chaos_wait_exit(g->sh->head[i].pid, left > 0 ? (int)left : 0, &st) == 0) {
-			g->exit_status[i] = st;
-		}
-		stage = atomic_load(&g->sh->head[i].stage);
-		if (g->exit_status[i] == -1 || (stage != CN_ST_CLOSED && stage != CN_ST_FAILED))
-			bad = 1;
-	}
-	return bad ? -1 : 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	return -1;
 }
 
 void cn_heads_end(struct cn_heads *g)
@@ -775,13 +762,6 @@ void cn_heads_end(struct cn_heads *g)
 		if (g->errfd[i] >= 0)
 			close(g->errfd[i]);
 	}
-	munmap(g->sh, sizeof(*g->sh));
+	munmap(g->sh, sizeof(struct cn_region));
 	memset(g, 0, sizeof(*g));
-}
-
-const struct cn_head *cn_heads_head(const struct cn_heads *g, int i)
-{
-	if (!g->sh || i < 0 || i >= g->n)
-		return NULL;
-	return &g->sh->head[i];
 }

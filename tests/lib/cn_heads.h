@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* N node heads driving the built plug-in's CollNet table exactly as NCCL's proxy does, one per
- * forked process, for the ABI and chaos tests.
+ * process, for the ABI and chaos tests. A head is the test program exec'ed afresh, not a forked
+ * copy of the test: processes forked from one parent share the kernel's locks of the memory
+ * mappings they inherited, and one head's munmap (the sanitizer's allocator returning memory)
+ * was seen waiting 28 s on another's page fault under load.
  *
  * Each head dlopens FTCC_PLUGIN_PATH, inits table v@version (v11: init(ctx, comm id, logger);
  * older: the global init), asks reduceSupport for every (op, type) NCCL 2.28 asks about, listens
- * on device 0 and publishes its 128-byte handle in a page shared before fork. Once every head
+ * on device 0 and publishes its 128-byte handle in a page it shares with the parent (a memory
+ * file; the options are copied beside it). Once every head
  * published (or when the parent says go), each calls the blocking connect with all handles in head
  * order, registers its buffers (regMr), then runs the script: op s is script[s % nspec] (struct
  * ft_spec of ft_group.h: count, type, op, in place) with head h's input ft_input(.., h, s), posted
@@ -127,7 +131,9 @@ struct cn_heads {
 /* The spec of op @seq as head @head posts it. */
 const struct ft_spec *cn_spec_for(const struct cn_heads *g, int head, int64_t seq);
 
-/* Forks @n heads with @o. Does not wait for anything. 0 or -1 (a line on stderr). */
+/* Starts @n heads with @o (opts.env strings up to 511 bytes, ifname 31, degraded 63;
+ * handle_edit a function of the test program). Does not wait for anything. 0 or -1 (a line on
+ * stderr). */
 int cn_heads_start(struct cn_heads *g, int n, const struct cn_opts *o);
 /* Polls up to @timeout_ms until every head in @who reached @stage (or FAILED). 0 when all
  * reached it, -1 otherwise. */
