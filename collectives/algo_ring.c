@@ -99,14 +99,16 @@ static struct ring_pos ring_front(const struct ring *r, int dir)
 }
 
 /* A send may go once the segment it forwards was received and reduced; a receive of the
- * allgather may land once the reduce-scatter send that read the same place has finished. */
+ * allgather may land once the reduce-scatter send that read the same place has finished. With
+ * keep_fill the first stage's send reads @out too (see ring_keep()), so the allgather's first
+ * receive, into this member's own chunk, waits for it as well. */
 static int ring_ready(const struct ring *r, int dir, struct ring_pos p)
 {
 	if (dir == RING_SEND) {
 		return p.t == 0 ||
 		       ring_lt((struct ring_pos){ p.t - 1, p.k }, ring_front(r, RING_RECV));
 	}
-	return p.t < r->n ||
+	return p.t < r->n - (r->a->keep_fill != 0) ||
 	       ring_lt((struct ring_pos){ p.t - r->n + 1, p.k }, ring_front(r, RING_SEND));
 }
 
@@ -132,6 +134,39 @@ static void ring_range(const struct ring *r, int dir, struct ring_pos p, size_t 
 	*len = clen - p.k * r->seg < r->seg ? clen - p.k * r->seg : r->seg;
 }
 
+/* keep_fill: whether position @p of direction @dir is the first to touch its range of @out:
+ * the first stage's sends (this member's own chunk, which only the allgather's first receive
+ * writes, later) and the reduce-scatter's receives (every other chunk, once each). */
+static int ring_keeps(const struct ring *r, int dir, struct ring_pos p)
+{
+	return r->a->keep_fill && (dir == RING_SEND ? p.t == 0 : p.t < r->n - 1);
+}
+
+/* keep_fill: copies the range of position @p from @out, which holds the input there still, to
+ * @input, where the input is kept. */
+static void ring_keep(const struct ring *r, int dir, struct ring_pos p)
+{
+	size_t off, len;
+
+	ring_range(r, dir, p, &off, &len);
+	memcpy((char *)r->a->input + off * r->esz, (const char *)r->a->out + off * r->esz,
+	       len * r->esz);
+}
+
+/* keep_fill, the attempt ending early: keeps the ranges not reached yet, which nothing wrote
+ * (posted receives land in ranges already kept), so that @input holds the whole input. */
+static void ring_keep_rest(struct ring *r)
+{
+	for (int dir = RING_SEND; dir <= RING_RECV; dir++) {
+		struct ring_pos p = r->next[dir];
+
+		for (; p.t < r->nst && ring_keeps(r, dir, p); ring_norm(r, &p, dir)) {
+			ring_keep(r, dir, p);
+			p.k++;
+		}
+	}
+}
+
 static void ring_idle_slot(struct ring *r, struct dp_xfer *x)
 {
 	algo_xfer_init(r->a, x, (r->a->self + 1) % r->n, DP_SEND, 0, NULL, 0);
@@ -154,6 +189,9 @@ static void ring_post(struct ring *r)
 			const char *base = p.t == 0 && dir == RING_SEND ? a->input : a->out;
 			size_t off, len;
 
+			if (ring_keeps(r, dir, p)) {
+				ring_keep(r, dir, p);
+			}
 			ring_fire(r, p.t);
 			ring_range(r, dir, p, &off, &len);
 			algo_xfer_init(a, &r->x[slot],
@@ -266,6 +304,11 @@ static int ring_run(struct algo_att *a, int rs_only)
 	struct ring r;
 	int rc;
 
+	if (a->keep_fill && (rs_only || a->n == 1)) {
+		/* not filled as it goes here: kept whole first */
+		memcpy((void *)a->input, a->out, a->count * ftcc_dtype_size(a->dtype));
+		a->keep_fill = 0;
+	}
 	if (rs_only && (a->slots == 0 || a->count % a->slots)) {
 		return -EINVAL;
 	}
@@ -284,6 +327,9 @@ static int ring_run(struct algo_att *a, int rs_only)
 	}
 	rc = ring_init(&r, a, rs_only);
 	if (rc) {
+		if (a->keep_fill) {
+			memcpy((void *)a->input, a->out, a->count * ftcc_dtype_size(a->dtype));
+		}
 		return rc;
 	}
 	algo_waiter_init(&w);
@@ -291,22 +337,25 @@ static int ring_run(struct algo_att *a, int rs_only)
 		rc = ring_retire(&r);
 		if (rc) {
 			dp_release(a->dp, r.x, 2 * RING_WINDOW); /* the other slots' half frames */
-			return rc;
+			break;
 		}
 		ring_post(&r);
 		if (!r.used[RING_SEND] && !r.used[RING_RECV]) {
 			if (r.next[RING_SEND].t < r.nst || r.next[RING_RECV].t < r.nst) {
-				return -EPROTO; /* cannot happen: something is always ready */
+				rc = -EPROTO; /* cannot happen: something is always ready */
 			}
 			break;
 		}
 		rc = algo_progress(a, &w, r.x, 2 * RING_WINDOW);
 		if (rc) {
-			return rc;
+			break;
 		}
 	}
-	ring_fire(&r, r.nst);
-	return 0;
+	ring_keep_rest(&r);
+	if (rc == 0) {
+		ring_fire(&r, r.nst);
+	}
+	return rc;
 }
 
 int algo_ring_run(struct algo_att *a)

@@ -214,6 +214,7 @@ void eng_coll_finish(struct eng_lane *l, struct ftcc_request *r)
 			r->result = FTCC_ERR_PEER_LOST;
 			/* the root's buffer holds its data again, the others' zeros */
 			if (r->count && r->param == c->rank) {
+				eng_keep_settle(l, r);
 				memcpy(r->recvbuf, l->keep, r->count);
 			} else if (r->count) {
 				memset(r->recvbuf, 0, r->count);

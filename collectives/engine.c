@@ -332,12 +332,20 @@ static int run_attempt(struct eng_lane *l, struct ftcc_request *r, const struct 
 	a.slots = c->size;
 	a.root = r->param;
 	a.out_holds_input = fresh && input == l->keep;
+	/* The ring keeps the input as it goes; anything else finds it kept (algo.h). */
+	a.keep_fill = l->keep_pending && fresh && input == l->keep && att->algo == ALGO_RING;
+	if (!a.keep_fill) {
+		eng_keep_settle(l, r);
+	}
 	a.shape = att->shape;
 	a.scratch = l->scratch;
 	a.have = att->have;
 	a.check = eng_check;
 	a.check_arg = &k;
 	rc = algo_run(att->algo, &a);
+	if (a.keep_fill) {
+		l->keep_pending = 0; /* whole, whatever the ring returned */
+	}
 	*bad_peer = a.bad_peer;
 	return rc;
 }
@@ -543,6 +551,7 @@ static void end_mismatch(struct eng_lane *l, struct ftcc_request *r, const struc
 	if (r->kind == ENG_BROADCAST && r->param != c->rank && bytes) {
 		memset(r->recvbuf, 0, bytes);
 	} else if (r->sendbuf == r->recvbuf && bytes) {
+		eng_keep_settle(l, r);
 		memcpy(r->recvbuf, l->keep, bytes);
 	}
 	remember(l, r, att, epoch, 0);
@@ -572,6 +581,14 @@ static void warn_epoch(struct eng_lane *l, const struct ctl_epoch *e, uint64_t s
 		  (unsigned long long)seq, (unsigned long long)e->epoch, list);
 }
 
+void eng_keep_settle(struct eng_lane *l, const struct ftcc_request *r)
+{
+	if (l->keep_pending) {
+		memcpy(l->keep, r->recvbuf, r->count * ftcc_dtype_size(r->dtype));
+		l->keep_pending = 0;
+	}
+}
+
 void eng_run_op(struct eng_lane *l, struct ftcc_request *r)
 {
 	struct ftcc_comm *c = l->c;
@@ -582,6 +599,7 @@ void eng_run_op(struct eng_lane *l, struct ftcc_request *r)
 	uint64_t last_epoch = 0;
 	int attempts = 0, resumed = 0, rd_early = 0, warn_due = 0, rc;
 
+	l->keep_pending = 0;
 	if (r->kind == ENG_BROADCAST && r->param != c->rank) {
 		input = NULL; /* zeros: nothing to keep */
 	}
@@ -607,7 +625,8 @@ void eng_run_op(struct eng_lane *l, struct ftcc_request *r)
 			r->result = FTCC_ERR_NOMEM;
 			return;
 		}
-		memcpy(l->keep, r->sendbuf, bytes);
+		/* copied when first needed: eng_keep_settle(), or by a fresh ring attempt */
+		l->keep_pending = 1;
 		input = l->keep;
 	} else if (ftcc_fault("input", r->seq, 0)) {
 		/* out of place, the "fail" action still stands for a failed allocation */
@@ -658,6 +677,9 @@ void eng_run_op(struct eng_lane *l, struct ftcc_request *r)
 		if (warn_due && (rc || d.kind != RS_MISMATCH)) {
 			warn_epoch(l, e, r->seq);
 			warn_due = 0;
+		}
+		if (rc == 0 && d.kind != RS_RUN) {
+			eng_keep_settle(l, r); /* a fill writes the result buffer */
 		}
 		if (rc == 0) {
 			switch (d.kind) {

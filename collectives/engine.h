@@ -147,6 +147,9 @@ struct eng_lane {
 	size_t scratch_len;
 	void *keep; /* the preserved input of an in-place op */
 	size_t keep_len;
+	/* @keep is not written yet: the result buffer still holds the input (eng_keep_settle()
+	 * copies it; a fresh ring attempt fills it as it goes: algo.h's keep_fill) */
+	int keep_pending;
 	void *ident; /* the identity input of a member catching up */
 	size_t ident_len;
 	void *rsbuf; /* a reduce-scatter's whole result */
@@ -235,6 +238,9 @@ int eng_collect(struct ftcc_request *r, struct ftcc_record *rec);
 
 /* Runs op @r to its end (any number of attempts); fills r->result and r->rec. Executor only. */
 void eng_run_op(struct eng_lane *l, struct ftcc_request *r);
+/* Makes the kept input of in-place op @r whole (from its result buffer, which still holds the
+ * input while l->keep_pending) before anything reads l->keep or writes the buffer. */
+void eng_keep_settle(struct eng_lane *l, const struct ftcc_request *r);
 
 /* Reports the completed ops a newer epoch reopens (members still finishing them wait for these
  * reports). Executor only; cheap when nothing changed. */

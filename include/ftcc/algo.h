@@ -39,7 +39,7 @@ struct algo_att {
 	uint32_t n;	     /* members taking part */
 	const uint32_t *ids; /* their member ids, increasing; the ring follows this order */
 	uint32_t self;	     /* this member's index in ids */
-	const void *input;   /* this member's input (never written) */
+	const void *input;   /* this member's input (never written but with @keep_fill) */
 	void *out;	     /* result; may not alias @input */
 	size_t count;	     /* elements */
 	enum ftcc_dtype dtype;
@@ -52,6 +52,12 @@ struct algo_att {
 	uint64_t shape;	       /* the op's shape, carried by every data frame (dp.h) */
 	void *scratch;	       /* algo_scratch_bytes() bytes, engine-owned */
 	uint8_t *have;	       /* bitmap of algo_chunks() bits, cleared by the engine */
+	/* ALGO_RING: @out holds the input and @input is where it is to be kept (an in-place op's
+	 * preserved input): the ring copies each range of @out there just before its first
+	 * receive overwrites it (or its first send reads it), and on an error the ranges it had
+	 * not reached, so that @input holds the whole input whenever the attempt returns: the
+	 * copy spread over the op instead of made before it. */
+	int keep_fill;
 	/* Called whenever the data plane waited without progress, and at least every 10 ms: a
 	 * nonzero value aborts the attempt and is returned (the epoch changed). */
 	int (*check)(void *arg);

@@ -29,6 +29,8 @@ void chaos_teardown(void)
 
 /* 1 MiB of float32: the ring (above FTCC_RD_MAX_BYTES), long enough to die in. */
 const struct ft_spec big[] = { { 262144, FTCC_FLOAT32, FTCC_SUM, 0 } };
+/* The same in place: a redo reads the input the ring kept as it went (algo.h's keep_fill). */
+const struct ft_spec big_inplace[] = { { 262144, FTCC_FLOAT32, FTCC_SUM, 1 } };
 /* 1 MiB of float32 as int8 codes: the quantized allreduce. */
 const struct ft_spec qbig[] = { { 262144, FTCC_FLOAT32, FTCC_SUM, 0, FTCC_CODEC_INT8 } };
 /* 8 elements: recursive doubling. */

@@ -45,6 +45,8 @@ extern struct ft_group grp;
 
 /* 1 MiB of float32: the ring (above FTCC_RD_MAX_BYTES), long enough to die in. */
 extern const struct ft_spec big[1];
+/* The same in place. */
+extern const struct ft_spec big_inplace[1];
 /* 1 MiB of float32 as int8 codes: the quantized allreduce. */
 extern const struct ft_spec qbig[1];
 /* 8 elements: recursive doubling. */

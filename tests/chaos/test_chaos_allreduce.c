@@ -39,6 +39,7 @@ struct fault_case {
 	int bound_ms;  /* op SEQ completes at the survivors within this after the first death */
 	int depth;     /* ops in flight (ftcc_iallreduce); 0: one at a time */
 	int lanes;     /* FTCC_LANES of every member; 0: the default */
+	int seg_bytes; /* FTCC_SEGMENT_BYTES of every member; 0: the default */
 };
 
 static void fault_kill(const struct fault_case *c)
@@ -70,7 +71,14 @@ static void fault_kill(const struct fault_case *c)
 		o.lanes[i] = c->lanes;
 		armed |= c->fault[i] ? bit(i) : 0;
 	}
+	if (c->seg_bytes) { /* the members are forked: they inherit it */
+		char v[16];
+
+		snprintf(v, sizeof(v), "%d", c->seg_bytes);
+		setenv("FTCC_SEGMENT_BYTES", v, 1);
+	}
 	cr_assert_eq(ft_group_start(&grp, c->name, c->n, &o), 0, "could not start");
+	unsetenv("FTCC_SEGMENT_BYTES");
 	cr_assert_eq(ft_group_wait_created(&grp, all, FORM_MS), 0, "no group\n%s", describe());
 
 	/* Every armed member dies by its own SIGKILL at its point, or may survive and finish its
@@ -168,15 +176,18 @@ static void fault_kill(const struct fault_case *c)
 	end_group();
 }
 
-/* One victim of @nn members armed with @spec, on the ring (1 MiB) or recursive doubling (8). */
-#define RING(nm, nn, victim, spec, resume)                                                         \
+/* One victim of @nn members armed with @spec, on the ring (1 MiB, out of place or in place) or
+ * recursive doubling (8). */
+#define RING_OF(nm, scr, seg, nn, victim, spec, resume)                                            \
 	fault_kill(&(struct fault_case){ .name = nm,                                               \
 					 .n = nn,                                                  \
 					 .fault = { [victim] = spec },                             \
-					 .script = big,                                            \
+					 .script = scr,                                            \
 					 .nspec = 1,                                               \
 					 .algo = "ring",                                           \
-					 .resume_ok = resume })
+					 .resume_ok = resume,                                      \
+					 .seg_bytes = seg })
+#define RING(nm, nn, victim, spec, resume) RING_OF(nm, big, 0, nn, victim, spec, resume)
 #define RD(nm, nn, victim, spec)                                                                   \
 	fault_kill(&(struct fault_case){ .name = nm,                                               \
 					 .n = nn,                                                  \
@@ -212,6 +223,24 @@ Test(ft_kill, rs_step1_member0)
 Test(ft_kill, ag_step0_member1)
 {
 	RING("ag0m1", 3, 1, "ag:5:0", 1);
+}
+
+/* In place, in segments of 16 KiB (more than a ring's window of them per chunk): the
+ * survivors' ring attempt stops part way, and the redo reads the input that attempt kept as it
+ * went, and the rest it kept when it stopped. */
+Test(ft_kill, rs_step1_member1_in_place)
+{
+	RING_OF("rs1m1ip", big_inplace, 16384, 3, 1, "rs:5:1", 0);
+}
+
+Test(ft_kill, rs_step0_member0_in_place_of_4)
+{
+	RING_OF("rs0m0ip4", big_inplace, 16384, 4, 0, "rs:5:0", 0);
+}
+
+Test(ft_kill, ag_step0_member2_in_place)
+{
+	RING_OF("ag0m2ip", big_inplace, 16384, 3, 2, "ag:5:0", 1);
 }
 
 Test(ft_kill, ag_step1_member1)
