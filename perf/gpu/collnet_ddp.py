@@ -16,10 +16,21 @@ Exit status 0 when the check passed. Logs go to --logdir.
 """
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+
+STEP = re.compile(r"step (\d+) hash ([0-9a-f]+) t ([0-9]+\.[0-9]+)$")
+
+
+def step_lines(logdir, r):
+    """Rank r's (step, hash, time) lines. The rank's log also holds NCCL's lines, written to
+    the same file: a line is taken where it ends a line, whatever precedes it there."""
+    with open(os.path.join(logdir, f"rank{r}.log")) as f:
+        found = (STEP.search(line) for line in f.read().splitlines())
+        return [(int(m[1]), m[2], float(m[3])) for m in found if m]
 
 
 def main():
@@ -79,8 +90,7 @@ def main():
 
     while time.monotonic() < deadline and running():
         if args.kill and killed_at is None:
-            with open(os.path.join(args.logdir, f"rank{args.kill}.log")) as f:
-                steps = [int(l.split()[1]) for l in f if l.startswith("step ")]
+            steps = [s for s, _, _ in step_lines(args.logdir, args.kill)]
             if steps and steps[-1] >= args.kill_step:
                 frozen_step = steps[-1]
                 procs[args.kill].send_signal(signal.SIGSTOP if args.stop else signal.SIGKILL)
@@ -117,10 +127,10 @@ def main():
     for r in range(args.n):
         with open(os.path.join(args.logdir, f"rank{r}.log")) as f:
             lines = f.read().splitlines()
-        steps = [l.split() for l in lines if l.startswith("step ")]
-        hashes[r] = {int(w[1]): w[3] for w in steps}
-        times[r] = [float(w[5]) for w in steps if len(w) > 5]
-        if "done" in lines:
+        steps = step_lines(args.logdir, r)
+        hashes[r] = {s: h for s, h, _ in steps}
+        times[r] = [t for _, _, t in steps]
+        if any(l.endswith("done") for l in lines):
             finished.add(r)
         if r != args.kill and "done" not in lines:
             print(f"rank {r} did not finish (see {args.logdir}/rank{r}.log)")

@@ -17,6 +17,13 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
+def say(line):
+    """One line to stdout in one write: NCCL logs to the same file, and a line written in
+    pieces came back with a log line inside it."""
+    sys.stdout.flush()
+    os.write(1, (line + "\n").encode())
+
+
 def param_hash(model):
     h = hashlib.sha256()
     for p in model.parameters():
@@ -50,8 +57,8 @@ def main():
         opt.step()
         if step % args.hash_every == 0 or step == args.steps - 1:
             torch.cuda.synchronize()
-            print(f"step {step} hash {param_hash(model)} t {time.monotonic():.3f}", flush=True)
-    print("done", flush=True)
+            say(f"step {step} hash {param_hash(model)} t {time.monotonic():.3f}")
+    say("done")
     # Leave without a collective barrier: a dead rank would hold it.
     os._exit(0)
 
