@@ -100,16 +100,19 @@ static struct ring_pos ring_front(const struct ring *r, int dir)
 
 /* A send may go once the segment it forwards was received and reduced; a receive of the
  * allgather may land once the reduce-scatter send that read the same place has finished. With
- * keep_fill the first stage's send reads @out too (see ring_keep()), so the allgather's first
- * receive, into this member's own chunk, waits for it as well. */
+ * keep_fill the allgather's first receive, into this member's own chunk, also waits until the
+ * first stage's send of the same segment was posted: ring_keep() kept that range then. */
 static int ring_ready(const struct ring *r, int dir, struct ring_pos p)
 {
 	if (dir == RING_SEND) {
 		return p.t == 0 ||
 		       ring_lt((struct ring_pos){ p.t - 1, p.k }, ring_front(r, RING_RECV));
 	}
-	return p.t < r->n - (r->a->keep_fill != 0) ||
-	       ring_lt((struct ring_pos){ p.t - r->n + 1, p.k }, ring_front(r, RING_SEND));
+	if (p.t >= r->n) {
+		return ring_lt((struct ring_pos){ p.t - r->n + 1, p.k }, ring_front(r, RING_SEND));
+	}
+	return p.t < r->n - 1 || !r->a->keep_fill ||
+	       ring_lt((struct ring_pos){ 0, p.k }, r->next[RING_SEND]);
 }
 
 /* Passes the fault points of every stage up to @t. */
@@ -304,8 +307,8 @@ static int ring_run(struct algo_att *a, int rs_only)
 	struct ring r;
 	int rc;
 
-	if (a->keep_fill && (rs_only || a->n == 1)) {
-		/* not filled as it goes here: kept whole first */
+	if (a->keep_fill && a->n == 1) {
+		/* alone: kept whole first */
 		memcpy((void *)a->input, a->out, a->count * ftcc_dtype_size(a->dtype));
 		a->keep_fill = 0;
 	}
@@ -327,10 +330,7 @@ static int ring_run(struct algo_att *a, int rs_only)
 	}
 	rc = ring_init(&r, a, rs_only);
 	if (rc) {
-		if (a->keep_fill) {
-			memcpy((void *)a->input, a->out, a->count * ftcc_dtype_size(a->dtype));
-		}
-		return rc;
+		return rc; /* -EINVAL: @out untouched, the input not kept (algo.h) */
 	}
 	algo_waiter_init(&w);
 	for (;;) {

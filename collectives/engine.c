@@ -280,7 +280,7 @@ static int run_attempt(struct eng_lane *l, struct ftcc_request *r, const struct 
 		.c = c, .seq = r->seq, .epoch = e->epoch, .gen = atomic_load(&c->ctl_gen) - 1u
 	};
 	struct algo_att a;
-	int rc;
+	int filling, rc;
 
 	for (i = 0; i < e->nmembers; i++) {
 		ids[i] = e->members[i].id;
@@ -342,9 +342,10 @@ static int run_attempt(struct eng_lane *l, struct ftcc_request *r, const struct 
 	a.have = att->have;
 	a.check = eng_check;
 	a.check_arg = &k;
+	filling = a.keep_fill; /* the ring may clear it (alone: kept whole at once) */
 	rc = algo_run(att->algo, &a);
-	if (a.keep_fill) {
-		l->keep_pending = 0; /* whole, whatever the ring returned */
+	if (filling && rc != -EINVAL) {
+		l->keep_pending = 0; /* whole (-EINVAL: nothing ran, the buffer holds the input) */
 	}
 	*bad_peer = a.bad_peer;
 	return rc;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ABI tests of the CollNet plug-in: the exported tables (v11 .. v8) and their devices,
- * reduceSupport, groups of 2, 3 and 4 forked node heads running long mixed scripts (every type
+ * reduceSupport, groups of 2, 3 and 4 node heads (cn_heads.h) running long mixed scripts (every type
  * class, every operator, in place, 0 elements to 4 MiB) with every op checked against the exact
  * result on every head, 64 requests in flight, one 64 MiB op, misuse of every call, and
  * load / init / connect / close / unload cycles that must give back threads and fds. Groups

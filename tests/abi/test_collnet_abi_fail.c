@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ABI tests of the CollNet plug-in when a group comes apart or never forms, with forked node
- * heads: closing with requests in flight (bounded close calls, the others carry on without the
+/* ABI tests of the CollNet plug-in when a group comes apart or never forms, with node heads
+ * (cn_heads.h): closing with requests in flight (bounded close calls, the others carry on without the
  * one that left), and connect's all-or-nothing answer when a head is absent, a handle is
  * corrupted, a head belongs to another communicator or runs other settings; an op the heads
  * post with different shapes.

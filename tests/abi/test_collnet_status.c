@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The status file a CollNet node publishes (FTCC_STATUS_DIR), read as a training process would,
- * with forked node heads: after forming, every node's file shows epoch 1, every member and
+ * with node heads (cn_heads.h): after forming, every node's file shows epoch 1, every member and
  * every contributor; after head 2 is SIGKILLed, the survivors' files show the new epoch, the
  * two members left, node 2 lost at that epoch at about the time of the kill, and contributors
  * 0 and 1; python/ftcc_status.py reads the same; closing says "closed". A directory that cannot

@@ -117,15 +117,17 @@ pid_t chaos_fork_exec(const char *var, const char *value, int keepfd, int errfd)
 	size_t n = 0, len = strlen(var) + strlen(value) + 2;
 	char **envp;
 	char *mine;
+	int st[2], err = 0;
 	pid_t pid;
 
 	/* Everything the child needs is made here: between fork and exec it only calls what is
-	 * async-signal-safe (this process may have other threads). */
+	 * async-signal-safe (this process may have other threads). A pipe closed by the exec
+	 * says it happened; a child that could not exec writes its errno there instead. */
 	while (environ[n])
 		n++;
 	envp = calloc(n + 2, sizeof(*envp));
 	mine = malloc(len);
-	if (!envp || !mine) {
+	if (!envp || !mine || pipe2(st, O_CLOEXEC) < 0) {
 		free(envp);
 		free(mine);
 		return -1;
@@ -143,15 +145,30 @@ pid_t chaos_fork_exec(const char *var, const char *value, int keepfd, int errfd)
 	pid = fork();
 	if (pid == 0) {
 		chaos_child_bind(parent);
-		if (errfd >= 0 && dup2(errfd, STDERR_FILENO) < 0)
-			_exit(124);
-		if (keepfd >= 0 && fcntl(keepfd, F_SETFD, 0) < 0)
-			_exit(124);
-		execve("/proc/self/exe", argv, envp);
+		close(st[0]);
+		if ((errfd < 0 || dup2(errfd, STDERR_FILENO) >= 0) &&
+		    (keepfd < 0 || fcntl(keepfd, F_SETFD, 0) >= 0))
+			execve("/proc/self/exe", argv, envp);
+		err = errno;
+		if (write(st[1], &err, sizeof(err)) < 0)
+			_exit(127);
 		_exit(127);
 	}
 	free(envp);
 	free(mine);
+	close(st[1]);
+	if (pid > 0) {
+		ssize_t r;
+
+		while ((r = read(st[0], &err, sizeof(err))) < 0 && errno == EINTR)
+			;
+		if (r > 0) { /* it did not exec: reaped here, not left to look alive */
+			waitpid(pid, NULL, 0);
+			pid = -1;
+			errno = err;
+		}
+	}
+	close(st[0]);
 	if (pid < 0)
 		return -1;
 	chaos_remember(pid);

@@ -34,7 +34,8 @@ pid_t chaos_fork(int (*fn)(void *), void *arg, int errfd);
  * new image finds @var and runs the child's part from what @keepfd holds. The child then shares
  * no memory map with its parent or its siblings (a forked copy shares the kernel's locks of the
  * mappings it inherited with every other copy: one copy's munmap can wait on another's page
- * fault). Returns the child's pid (remembered for cleanup) or -1. */
+ * fault). Returns the child's pid (remembered for cleanup) once it exec'ed, or -1 with errno (no
+ * fork, or no exec: that child is reaped). */
 pid_t chaos_fork_exec(const char *var, const char *value, int keepfd, int errfd);
 /* Waits up to @timeout_ms for @pid to exit and reaps it; *status gets the wait status.
  * 0 when reaped, -1 at the deadline (the child is left running). */

@@ -613,7 +613,9 @@ failed:
 }
 
 /* A new image started by cn_heads_start() as head "fd:index" rebuilds the parent's struct
- * cn_heads from the region, runs the head and exits; any other start of the program goes on. */
+ * cn_heads from the region, runs the head and exits; any other start of the program goes on.
+ * The head's whole life is inside this constructor, before main (threads, dlopen: fine with
+ * glibc and the sanitizers); it needs nothing of the test framework's. */
 __attribute__((constructor)) static void cn_head_entry(void)
 {
 	static struct cn_heads g;
@@ -635,6 +637,12 @@ __attribute__((constructor)) static void cn_head_entry(void)
 		_exit(126);
 	}
 	close(fd);
+	if (i >= r->setup.g.n) {
+		snprintf(r->sh.head[i].why, sizeof(r->sh.head[i].why), "head %d of %d", i,
+			 r->setup.g.n);
+		atomic_store(&r->sh.head[i].stage, CN_ST_FAILED);
+		_exit(126);
+	}
 	g = r->setup.g;
 	g.sh = &r->sh;
 	g.o.script = g.script;
@@ -740,7 +748,10 @@ int cn_heads_start(struct cn_heads *g, int n, const struct cn_opts *o)
 		g->errfd[i] = chaos_capture_open(name);
 		g->sh->head[i].pid = chaos_fork_exec(CN_HEAD_VAR, v, fd, g->errfd[i]);
 		if (g->sh->head[i].pid < 0) {
-			fprintf(stderr, "cn_heads: fork: %s\n", strerror(errno));
+			fprintf(stderr,
+				"cn_heads: head %d did not start (fork, then exec of this "
+				"program): %s\n",
+				i, strerror(errno));
 			goto fail;
 		}
 	}

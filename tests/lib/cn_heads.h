@@ -8,13 +8,13 @@
  * Each head dlopens FTCC_PLUGIN_PATH, inits table v@version (v11: init(ctx, comm id, logger);
  * older: the global init), asks reduceSupport for every (op, type) NCCL 2.28 asks about, listens
  * on device 0 and publishes its 128-byte handle in a page it shares with the parent (a memory
- * file; the options are copied beside it). Once every head
- * published (or when the parent says go), each calls the blocking connect with all handles in head
- * order, registers its buffers (regMr), then runs the script: op s is script[s % nspec] (struct
- * ft_spec of ft_group.h: count, type, op, in place) with head h's input ft_input(.., h, s), posted
- * with iallreduce in order with up to @depth in flight (a NULL request is retried), completed by
- * polling test() (sched_yield between passes without progress). Every completion is recorded per
- * op (result code, the size test() reported, FNV-1a of the result bytes, times). At the end, or
+ * file; the options are copied beside it). Once every head published (or when the parent says
+ * go), each calls the blocking connect with all handles in head order, registers its buffers
+ * (regMr), then runs the script: op s is script[s % nspec] (struct ft_spec of ft_group.h:
+ * count, type, op, in place) with head h's input ft_input(.., h, s), posted with iallreduce in
+ * order with up to @depth in flight (a NULL request is retried), completed by polling test()
+ * (sched_yield between passes without progress). Every completion is recorded per op (result
+ * code, the size test() reported, FNV-1a of the result bytes, times). At the end, or
  * when told to, it closes (deregMr, closeColl, closeListen, finalize) with whatever is still in
  * flight and times each call.
  *
