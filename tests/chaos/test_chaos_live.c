@@ -441,6 +441,10 @@ static void join_window(int n)
 	int64_t t;
 
 	live_opts(&o);
+	/* Three times the usual script: the restarted member must be admitted while the others
+	 * still run (its start took longer than 34 paced ops on a loaded machine, and the others
+	 * ended their script first). */
+	o.limit = 3 * LIVE_OPS;
 	snprintf(what, sizeof(what),
 		 "member %d killed inside member %d's admission window, %d "
 		 "members",
@@ -454,6 +458,9 @@ static void join_window(int n)
 		chaos_sleep_ms(100);
 	cr_assert_eq(ft_group_spawn(&grp, v, 1, 0, NULL), 0);
 	cr_assert_eq(ft_group_wait_created(&grp, bit(v), FORM_MS), 0, "not admitted\n%s",
+		     describe());
+	cr_assert_lt(ft_group_cur(&grp, v)->view0.next_seq, o.limit,
+		     "the others ended their script before the restarted member was admitted\n%s",
 		     describe());
 	t = ft_group_kill(&grp, w);
 	if (n == 2) {
