@@ -7,6 +7,8 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,4 +327,21 @@ Test(collnet_v11, op_shape_mismatch, .init = abi_setup, .fini = cn_fini, .timeou
 Test(collnet_v8, op_shape_mismatch, .init = abi_setup, .fini = cn_fini, .timeout = 60)
 {
 	op_shape_mismatch(8);
+}
+
+/* A head that cannot start (here: its stderr cannot be set up, so it never execs) is reported by
+ * chaos_fork_exec() at once, with the child's errno, and reaped: not left to look alive until
+ * the heads' timeouts. */
+Test(cn_heads, start_failure_is_reported, .timeout = 30)
+{
+	int64_t t0;
+	pid_t pid;
+
+	close(1000); /* not open: the child's dup2 fails */
+	t0 = chaos_now_ns();
+	errno = 0;
+	pid = chaos_fork_exec("FTCC_TEST_CN_HEAD", "0:0", -1, 1000);
+	cr_assert_eq(pid, -1, "a child that did not exec was reported as started (%d)", (int)pid);
+	cr_assert_eq(errno, EBADF, "errno %d, not the child's EBADF", errno);
+	cr_assert_lt(chaos_ms(t0, chaos_now_ns()), 5000.0);
 }

@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #define CHAOS_MAX_CHILDREN 64
+/* How long chaos_fork_exec() waits for its child's exec. */
+#define CHAOS_EXEC_MS 10000
 
 static pid_t chaos_children[CHAOS_MAX_CHILDREN];
 
@@ -158,14 +160,21 @@ pid_t chaos_fork_exec(const char *var, const char *value, int keepfd, int errfd)
 	free(mine);
 	close(st[1]);
 	if (pid > 0) {
-		ssize_t r;
+		/* EOF: it exec'ed; an errno: it could not. Bounded: a child that neither execs
+		 * nor dies within CHAOS_EXEC_MS is killed and counts as not started. */
+		struct pollfd p = { .fd = st[0], .events = POLLIN };
+		ssize_t r = -1;
+		int ready;
 
-		while ((r = read(st[0], &err, sizeof(err))) < 0 && errno == EINTR)
+		while ((ready = poll(&p, 1, CHAOS_EXEC_MS)) < 0 && errno == EINTR)
 			;
-		if (r > 0) { /* it did not exec: reaped here, not left to look alive */
+		if (ready > 0)
+			r = read(st[0], &err, sizeof(err));
+		if (r != 0) { /* not exec'ed: reaped here, not left to look alive */
+			kill(pid, SIGKILL);
 			waitpid(pid, NULL, 0);
 			pid = -1;
-			errno = err;
+			errno = r > 0 ? err : ETIMEDOUT;
 		}
 	}
 	close(st[0]);
