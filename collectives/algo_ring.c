@@ -330,7 +330,7 @@ static int ring_run(struct algo_att *a, int rs_only)
 	}
 	rc = ring_init(&r, a, rs_only);
 	if (rc) {
-		return rc; /* -EINVAL: @out untouched, the input not kept (algo.h) */
+		return rc; /* @out untouched, the input not kept: keep_fill stays set (algo.h) */
 	}
 	algo_waiter_init(&w);
 	for (;;) {
@@ -352,6 +352,7 @@ static int ring_run(struct algo_att *a, int rs_only)
 		}
 	}
 	ring_keep_rest(&r);
+	a->keep_fill = 0; /* kept whole: said to the caller (algo.h) */
 	if (rc == 0) {
 		ring_fire(&r, r.nst);
 	}

@@ -342,10 +342,10 @@ static int run_attempt(struct eng_lane *l, struct ftcc_request *r, const struct 
 	a.have = att->have;
 	a.check = eng_check;
 	a.check_arg = &k;
-	filling = a.keep_fill; /* the ring may clear it (alone: kept whole at once) */
+	filling = a.keep_fill;
 	rc = algo_run(att->algo, &a);
-	if (filling && rc != -EINVAL) {
-		l->keep_pending = 0; /* whole (-EINVAL: nothing ran, the buffer holds the input) */
+	if (filling && !a.keep_fill) {
+		l->keep_pending = 0; /* the ring kept it whole (else nothing ran: still pending) */
 	}
 	*bad_peer = a.bad_peer;
 	return rc;

@@ -55,9 +55,9 @@ struct algo_att {
 	/* ALGO_RING: @out holds the input and @input is where it is to be kept (an in-place op's
 	 * preserved input): the ring copies each range of @out there just before its first
 	 * receive overwrites it (or its first send reads it), and on an error the ranges it had
-	 * not reached, so that @input holds the whole input whenever the attempt returns (but
-	 * with -EINVAL, which leaves @out untouched): the copy spread over the op instead of made
-	 * before it. */
+	 * not reached, so that @input holds the whole input when the attempt returns; it then
+	 * clears @keep_fill. Still set on return: nothing ran, @out is untouched and @input was
+	 * not written. The copy spread over the op instead of made before it. */
 	int keep_fill;
 	/* Called whenever the data plane waited without progress, and at least every 10 ms: a
 	 * nonzero value aborts the attempt and is returned (the epoch changed). */
