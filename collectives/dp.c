@@ -586,7 +586,7 @@ static int dp_wait(struct dp *dp, struct dp_call *call, int64_t wait_ns)
 		return -ENOMEM;
 	if (wait_ns > dp->nop_ns / 2)
 		wait_ns = dp->nop_ns / 2; /* the watch above runs again by then */
-	if (dp->xt && wait_ns > DPX_POLL_NS)
+	if (dp->xt && (call->n > 0 || dp->nxport) && wait_ns > DPX_POLL_NS)
 		wait_ns = DPX_POLL_NS; /* streams move where poll() cannot see */
 	if (wait_ns < 0 || ahead)
 		wait_ns = 0;
@@ -634,21 +634,28 @@ int dp_progress(struct dp *dp, struct dp_xfer *x, int n, int wait_ms, uint32_t *
 	if (rc)
 		return rc;
 	dp->gen++;
+	dp->adopted = 0;
 	start = dp_now_ns();
 	deadline = start + (int64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000;
-	spin_end = start + (dp->xt ? DPX_SPIN_NS : DP_SPIN_NS);
+	/* a call without transfers waits for connections only: no spin */
+	spin_end = n == 0 ? start : start + (dp->xt ? DPX_SPIN_NS : DP_SPIN_NS);
 	for (;;) {
 		rc = dp_pass(dp, &call);
 		if (rc < 0)
 			return rc;
 		if (call.completed)
 			return call.completed;
-		if (rc == 0 && (n > 0 || !dp->ntails))
-			return 0; /* nothing left open (a call without transfers drains the tails) */
+		if (rc == 0 && (n > 0 || (!dp->ntails && !dp->cfg.either_connects)))
+			return 0; /* nothing left open (a call without transfers drains the tails,
+				   * and waits for connections when either side connects) */
 		if (atomic_load_explicit(&dp->aborted, memory_order_acquire))
 			return -ECANCELED;
 		if (atomic_exchange_explicit(&dp->kicked, 0, memory_order_acq_rel))
 			return 0;
+		if (dp->adopted) { /* the caller may want to post transfers on it */
+			dp->adopted = 0;
+			return 0;
+		}
 		int64_t now = dp_now_ns();
 
 		if (now >= deadline)
@@ -738,18 +745,6 @@ int dp_run(struct dp *dp, struct dp_xfer *x, int n, int (*check)(void *arg), voi
 			}
 		}
 	}
-}
-
-int dp_mismatch(const struct dp *dp, uint64_t *seq, uint32_t *peer, uint64_t *theirs,
-		uint64_t *ours)
-{
-	if (!dp || !dp->mm.seen)
-		return -ENOENT;
-	*seq = dp->mm.seq;
-	*peer = dp->mm.peer;
-	*theirs = dp->mm.theirs;
-	*ours = dp->mm.ours;
-	return 0;
 }
 
 void dp_abort(struct dp *dp)

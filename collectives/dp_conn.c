@@ -181,6 +181,12 @@ static int pending_adopt(struct dp *dp, uint32_t i, struct dp_peer_ent *pe, stru
 	pe->stall_ns = 0;
 	pe->rx_ns = dp_now_ns();
 	ftcc_info("dp: member %u incarnation %llu connected", pe->id, (unsigned long long)pe->inc);
+	dp->adopted |= dp->cfg.either_connects;
+	if (old && old->mine && old->state != DPC_READY && old->state != DPC_XPORT) {
+		/* our own attempt, not yet a connection (either_connects): nothing was on it */
+		dp_conn_free(dp, old);
+		return 0;
+	}
 	if (!old)
 		return 0;
 	/* The peer made a new connection: its old one broke on its side, and what was in flight
@@ -209,9 +215,19 @@ static int pending_hello(struct dp *dp, uint32_t i, struct dp_call *call)
 
 	hello_decode(c->hello_in, &h);
 	why = hello_check(dp, &h);
-	if (!why && h.from > dp->cfg.self_id)
+	if (!why && h.from > dp->cfg.self_id && !dp->cfg.either_connects)
 		why = "the higher member id must not connect";
 	pe = why ? NULL : dp_peer_find(dp, h.from);
+	if (!why && pe && h.from > dp->cfg.self_id && h.from_inc == pe->inc && pe->conn &&
+	    pe->conn->mine && pe->conn->state != DPC_BACKOFF) {
+		/* Our own connection (or attempt) goes first: the peer takes it in place of its
+		 * attempt. One that broke on the peer's side shows here soon (we read every
+		 * connection we hold), and the peer's next attempt is taken then. */
+		ftcc_trace("dp: member %u connected while ours is up or under way; refusing its",
+			   h.from);
+		pending_drop(dp, i, 1);
+		return 0;
+	}
 	if (!why && pe && h.from_inc < pe->inc)
 		why = "stale incarnation";
 	if (why) {
@@ -448,23 +464,24 @@ static int setup_up(struct dp *dp, struct dp_peer_ent *pe, int64_t now);
  * failure (-ENOMEM) is this member's, kept for the next call (dp->local_err). */
 static int setup_xport(struct dp *dp, struct dp_peer_ent *pe, int64_t now)
 {
+	int mine = pe->conn->mine;
 	int rc = dpx_step(dp, pe->conn, now);
 
 	if (rc > 0) {
 		if (pe->xfail) /* the link works after all: no call needs to hear of it */
 			pe->broke_idle = pe->xfail = 0;
-		return dp->cfg.self_id < pe->id ? setup_up(dp, pe, now) : 1;
+		return mine ? setup_up(dp, pe, now) : 1;
 	}
 	if (rc == 0)
 		return 0;
 	if (rc == -ENOMEM) { /* ours, not the link's: the engine gives up and leaves */
 		dp->local_err = rc;
-		if (dp->cfg.self_id < pe->id)
+		if (mine)
 			return setup_local(dp, pe, "stream buffers", ENOMEM);
 		dp_conn_broken(dp, pe, "no stream buffers here");
 		return rc;
 	}
-	if (dp->cfg.self_id < pe->id)
+	if (mine)
 		return setup_retry(dp, pe, "transport connection", -rc, now);
 	ftcc_info("dp: transport connection with member %u failed: %s", pe->id, strerror(-rc));
 	dp_conn_broken(dp, pe, "transport connection failed");
@@ -566,7 +583,7 @@ int dp_conn_setup(struct dp *dp, struct dp_peer_ent *pe)
 
 	if (c && c->state == DPC_READY)
 		return 1;
-	if (!c && dp->cfg.self_id > pe->id)
+	if (!c && dp->cfg.self_id > pe->id && !dp->cfg.either_connects)
 		return 0; /* the lower id connects to us */
 	now = dp_now_ns();
 	setup_wanted(dp, pe, now);
@@ -578,6 +595,7 @@ int dp_conn_setup(struct dp *dp, struct dp_peer_ent *pe)
 			return -ENOMEM;
 		c->fd = -1;
 		c->state = DPC_BACKOFF;
+		c->mine = 1;
 		c->peer_id = pe->id;
 		c->peer_inc = pe->inc;
 		c->backoff_ms = DP_BACKOFF_MIN_MS;
@@ -681,4 +699,11 @@ short dp_conn_events(const struct dp *dp, const struct dp_peer_ent *pe)
 	default:
 		return 0;
 	}
+}
+
+int dp_linked(const struct dp *dp, uint32_t id)
+{
+	const struct dp_peer_ent *pe = dp ? dp_peer_find((struct dp *)dp, id) : NULL;
+
+	return pe && pe->conn && pe->conn->state != DPC_BACKOFF;
 }

@@ -546,3 +546,15 @@ int dp_conn_peek(struct dp *dp, struct dp_peer_ent *pe, uint32_t pidx, struct dp
 		return 0;
 	return conn_rx(dp, pe, pidx, call, 1);
 }
+
+int dp_mismatch(const struct dp *dp, uint64_t *seq, uint32_t *peer, uint64_t *theirs,
+		uint64_t *ours)
+{
+	if (!dp || !dp->mm.seen)
+		return -ENOENT;
+	*seq = dp->mm.seq;
+	*peer = dp->mm.peer;
+	*theirs = dp->mm.theirs;
+	*ours = dp->mm.ours;
+	return 0;
+}

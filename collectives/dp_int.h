@@ -102,6 +102,7 @@ struct dp_xs {
 struct dp_conn {
 	int fd; /* -1 in DPC_BACKOFF */
 	enum dp_conn_state state;
+	int mine; /* this member connected (the connector's states); 0: accepted */
 	uint32_t peer_id;
 	uint64_t peer_inc;
 	int64_t deadline_ns; /* connector: this attempt's bound; acceptor: HELLO/adoption bound */
@@ -202,6 +203,7 @@ struct dp {
 	 * a failed accept() allocates and frees a socket in the kernel, a cost on every small op. */
 	int lfd_ready;
 	int64_t accept_ns;
+	int adopted; /* either_connects: a connection was taken; the call returns */
 	uint8_t scratch[DP_SCRATCH];
 };
 

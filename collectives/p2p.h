@@ -35,6 +35,10 @@ void p2p_stop(struct p2p *p);
 /* Frees everything but the requests (the communicator's live list frees those). */
 void p2p_destroy(struct p2p *p);
 
+/* How many members the layer's data plane holds a connection with (made or being made, by
+ * either side), as its thread last counted them. For tests and diagnostics. */
+uint32_t p2p_links(struct p2p *p);
+
 /* ftcc_test() and ftcc_wait() of a point-to-point request. */
 int p2p_test(struct ftcc_request *r, int *done, struct ftcc_record *rec);
 int p2p_wait(struct ftcc_request *r, struct ftcc_record *rec);

@@ -23,6 +23,13 @@
  * with P2P_ACK_WD. Frames: tag.seq = id, tag.phase = the kind, tag.epoch = P2P_MINE for a frame
  * about the sender's own message (RTS, DATA, WD) and P2P_YOURS for one about the receiver's
  * (CTS, ACK), tag.step = gen for DATA, a counter that keeps control frames distinct otherwise.
+ *
+ * Connections. The data plane lets either member connect (dp_cfg.either_connects). A peer is in
+ * a progress call only while this member has frames for it or a connection with it exists
+ * (peer_wanted()): the frames make the connection, and the peek on every connection held reads
+ * what the peer sends and sees the connection break. A member that nothing is sent to or from
+ * is never connected to. An attempt waiting to be retried (dp_linked() 0) is made again only
+ * while there are frames for it.
  */
 #ifndef FTCC_P2P_INT_H
 #define FTCC_P2P_INT_H
@@ -179,6 +186,7 @@ struct p2p {
 	struct ftcc_request *sends, **sends_tail; /* sends not yet given to their peer */
 	struct p2p_in *in, **in_tail;
 	int check_recvs;    /* receives from a named source to look at */
+	uint32_t nlinked;   /* peers with a connection, at the last build() (p2p_links) */
 	size_t eager_bytes; /* RTS data kept (struct p2p_in.eager) */
 	/* state healing (p2p_state.c) */
 	struct p2p_offer *offers;

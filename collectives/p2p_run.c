@@ -31,6 +31,7 @@ int p2p_create(struct ftcc_comm *c, uint64_t group_id, const char *bind_host, st
 	dc.self_id = c->rank;
 	dc.incarnation = c->incarnation;
 	dc.failure_ms = c->timeout_ms;
+	dc.either_connects = 1; /* connections only with the members messages go between */
 	rc = dp_create(&dc, &p->dp);
 	if (rc) {
 		free(p);
@@ -507,22 +508,43 @@ static int build_peer(struct p2p *p, struct p2p_peer *pe, int *n)
 	return 0;
 }
 
+/* Whether @pe is in the next progress call: this member has frames for it, or a connection with
+ * it is made or being made (by either side). A member connects only to the peers it sends to,
+ * and peeks only at those it has a connection with: a peer with a message for it connects. */
+static int peer_wanted(struct p2p *p, const struct p2p_peer *pe)
+{
+	return pe->out || pe->ctl || pe->rx_frame || dp_linked(p->dp, pe->id);
+}
+
 /* The transfers of the next progress call. Their number, or -ENOMEM. */
 static int build(struct p2p *p)
 {
 	int64_t now = p2p_now_ns();
+	uint32_t linked = 0;
 	int n = 0;
 
 	p->nbusy = 0;
 	for (uint32_t i = 0; i < p->npeers; i++) {
 		struct p2p_peer *pe = p->peers[i];
 
-		if (!pe->addr[0] || (pe->hold_ns && now < pe->hold_ns))
+		linked += (uint32_t)dp_linked(p->dp, pe->id);
+		if (!pe->addr[0] || (pe->hold_ns && now < pe->hold_ns) || !peer_wanted(p, pe))
 			continue;
 		pe->hold_ns = 0;
 		if (build_peer(p, pe, &n))
 			return -ENOMEM;
 	}
+	p->nlinked = linked;
+	return n;
+}
+
+uint32_t p2p_links(struct p2p *p)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&p->mu);
+	n = p->nlinked;
+	pthread_mutex_unlock(&p->mu);
 	return n;
 }
 
@@ -638,6 +660,14 @@ static void drain_peer(struct p2p *p, struct p2p_peer *pe)
 	int64_t end = p2p_now_ns() + (int64_t)P2P_FLUSH_MS * 1000000;
 	int n = 0;
 
+	if (!dp_linked(p->dp, pe->id)) {
+		uint32_t bad;
+
+		/* a connection it made last (with its last acknowledgements) may wait to be
+		 * taken: one call without transfers accepts it */
+		if (progress_call(p, 0, 0, &bad) < 0 || !dp_linked(p->dp, pe->id))
+			return; /* no connection: nothing of it to read */
+	}
 	for (int round = 0; pe->addr[0] && (round == 0 || (acks_awaited(pe) && !pe->down));
 	     round++) {
 		uint32_t bad;
@@ -718,11 +748,12 @@ void *p2p_main(void *arg)
 		take_requests(p);
 		cancels(p);
 		n = build(p);
-		if (n <= 0) {
+		if (n < 0) {
 			unbusy(p);
-			nap(p, n < 0 ? 10 : 20); /* out of memory, or nothing to move */
+			nap(p, 10); /* out of memory */
 			continue;
 		}
+		/* with nothing to move, the call waits for a peer's connection (or a kick) */
 		rc = progress_call(p, n, P2P_WAIT_MS, &bad);
 		if (rc == -ECANCELED)
 			break;

@@ -15,6 +15,20 @@
  * connection whose HELLO names a member not yet known is kept (bounded, with a 5 s deadline for
  * its HELLO) until dp_set_peers() names it or refuses it.
  *
+ * Either side connecting (dp_cfg.either_connects, for a layer that wants a peer only when it
+ * has something for it: the point-to-point layer). A member connects to any peer a transfer
+ * names and it has no connection with. The lower member's connection goes first: the lower
+ * member refuses the higher one's while it has its own (up, or an attempt with a socket), and
+ * the higher member takes the lower one's in place of whatever it has, as a connector's new
+ * connection always replaced the old one (its side of the old one broke). The lower member
+ * takes a connection of the higher one when it has none of its own, in place of an earlier one
+ * the higher member made (whose side of it broke). So two attempts that cross end in one
+ * connection, and a connection refused because the lower member still holds one that broke on
+ * the other side is taken once the lower member sees the break (it reads every connection it
+ * holds, as a caller that peeks at its peers does). A call without transfers waits (up to its
+ * @wait_ms) for connections to accept, and a call returns as soon as one is taken, so that its
+ * caller can post transfers on it (dp_linked()).
+ *
  * Faults between live members. The data plane never gives up on a peer and never closes a
  * connection to one on its own account: a connection that breaks (reset, closed, out of step)
  * is made again, the connector retrying with back-off for as long as transfers want it. What
@@ -70,6 +84,7 @@ struct dp_cfg {
 	uint32_t self_id;      /* member id */
 	uint64_t incarnation;  /* this process's incarnation (the control plane's) */
 	int64_t failure_ms;    /* the failure timeout its liveness bounds derive from; 0: setting */
+	int either_connects;   /* either member of a pair connects (below); 0: the lower id */
 };
 
 /* One published address, "host:port" text. */
@@ -176,6 +191,10 @@ void dp_release(struct dp *dp, const struct dp_xfer *x, int n);
  * its frame carried and the one this member's transfer had. 0, or -ENOENT when none was seen. */
 int dp_mismatch(const struct dp *dp, uint64_t *seq, uint32_t *peer, uint64_t *theirs,
 		uint64_t *ours);
+
+/* Whether @dp has a connection with member @id, made or being made (a socket, either side's;
+ * not an attempt waiting to be retried). */
+int dp_linked(const struct dp *dp, uint32_t id);
 
 /* Makes every current and later dp_progress() return -ECANCELED at once. Any thread. */
 void dp_abort(struct dp *dp);

@@ -4,7 +4,9 @@
  * with allreduce; the order of one sender's messages; a receive cancelled before its message
  * came, and one cancelled while its data moved (its buffer unmapped at once: a late byte would
  * kill the receiver); cancels racing the data's arrival; a withdrawn send, and a short one too
- * late to withdraw; a message longer than a receive. Faults: test_mproc_p2p_faults.c.
+ * late to withdraw; a message longer than a receive; connections made only between members
+ * that exchange messages, one per pair even when both send first. Faults:
+ * test_mproc_p2p_faults.c.
  *
  * Each member runs a scenario in its own process (tests/lib/p2p_group.h); the parent checks
  * across members that every send that ended with 0 was received exactly once, with its tag,
@@ -12,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -19,7 +22,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../../collectives/p2p.h"
 #include "chaos_proc.h"
+#include "fd_count.h"
 #include "p2p_group.h"
 
 TestSuite(ft_mproc_p2p, .fini = pg_teardown, .timeout = 90);
@@ -392,4 +397,118 @@ Test(ft_mproc_p2p, cancels_racing_the_data)
 	pg_run("race", 2, sc_race, 80000, 0);
 	pg_exactly_once(2, 3);
 	cr_expect_eq(pg->m[1].nrx, NRACE);
+}
+
+/* ---- connections only where messages go ------------------------------------------------------ */
+
+#define LZ_N 6
+#define LZ_RING 5 /* members 0..4 send around a ring; member 5 only takes part in step 2 */
+#define LZ_MSGS 3
+
+/* Waits (15 s at most) until the point-to-point layer of @c holds connections with @want
+ * members and, over TCP, this process holds @base + @want sockets (over the verbs emulator a
+ * connection is more sockets than one); *@links and the socket count then. A connection
+ * refused while a crossing one was taken may take a moment to close. */
+static int links_settle(ftcc_comm_t *c, int base, int want, int *links)
+{
+	const char *t = getenv("FTCC_TEST_TRANSPORT");
+	int tcp = !t || !t[0] || strcmp(t, "tcp") == 0;
+	int64_t end = chaos_now_ns() + 15000000000ll;
+	int n;
+
+	for (;;) {
+		*links = (int)p2p_links(c->p2p);
+		n = fdc_sockets();
+		if ((*links == want && (!tcp || n == base + want)) || chaos_now_ns() >= end)
+			break;
+		usleep(2000);
+	}
+	return tcp ? n : base + *links;
+}
+
+/* Sends @LZ_MSGS messages to @to and takes as many from @from (-1: none). */
+static void lz_exchange(int me, ftcc_comm_t *c, int to, int from, uint64_t tag0)
+{
+	static uint8_t sb[LZ_MSGS][3000], rb[LZ_MSGS][3000];
+	ftcc_request_t *rq[LZ_MSGS], *sq[LZ_MSGS];
+	struct ftcc_p2p_status st;
+	int rc;
+
+	for (int k = 0; k < LZ_MSGS && from >= 0; k++) {
+		rc = ftcc_irecv(c, rb[k], sizeof(rb[k]), (uint32_t)from, tag0 + (uint64_t)k,
+				&rq[k]);
+		PG_FAIL_IF(rc, "irecv: %s", ftcc_strerror(rc));
+	}
+	for (int k = 0; k < LZ_MSGS && to >= 0; k++) {
+		pg_fill(sb[k], sizeof(sb[k]), (uint32_t)me, tag0 + 100 + (uint64_t)k);
+		rc = ftcc_isend(c, sb[k], sizeof(sb[k]), (uint32_t)to, tag0 + (uint64_t)k, &sq[k]);
+		PG_FAIL_IF(rc, "isend: %s", ftcc_strerror(rc));
+	}
+	for (int k = 0; k < LZ_MSGS && to >= 0; k++) {
+		rc = ftcc_wait_p2p(sq[k], 30000, NULL);
+		pg_note(pg->m[me].tx, &pg->m[me].ntx, (uint32_t)to, tag0 + (uint64_t)k, sb[k],
+			sizeof(sb[k]), rc);
+		PG_FAIL_IF(rc, "send %d to %d: %s", k, to, ftcc_strerror(rc));
+	}
+	for (int k = 0; k < LZ_MSGS && from >= 0; k++) {
+		rc = ftcc_wait_p2p(rq[k], 30000, &st);
+		pg_note(pg->m[me].rx, &pg->m[me].nrx, st.source, st.tag, rb[k], st.bytes, rc);
+		PG_FAIL_IF(rc, "receive %d from %d: %s", k, from, ftcc_strerror(rc));
+	}
+}
+
+static void sc_lazy(struct pg_shared *S_, int me, ftcc_comm_t *c)
+{
+	int n = S_->n, base, got, links;
+	float x = 1.0f;
+	struct ftcc_record rec;
+	int rc = ftcc_allreduce(c, &x, &x, 1, FTCC_FLOAT32, FTCC_SUM, &rec);
+
+	PG_FAIL_IF(rc || rec.ncontrib != (uint32_t)n, "allreduce: %s", ftcc_strerror(rc));
+	/* a while for connections made before any message (there should be none) */
+	usleep(300000);
+	base = fdc_sockets();
+	PG_FAIL_IF(p2p_links(c->p2p) != 0, "%u point-to-point connections before any message",
+		   p2p_links(c->p2p));
+	atomic_fetch_add(&pg->flag[0], 1);
+	pg_wait_flag(0, n);
+
+	/* step 1: a ring of members 0..4, one way (member 4 sends to 0: the higher connects) */
+	if (me < LZ_RING)
+		lz_exchange(me, c, (me + 1) % LZ_RING, (me + LZ_RING - 1) % LZ_RING, 10);
+	atomic_fetch_add(&pg->flag[1], 1);
+	pg_wait_flag(1, n);
+	got = links_settle(c, base, me < LZ_RING ? 2 : 0, &links);
+	PG_FAIL_IF(links != (me < LZ_RING ? 2 : 0) || got != base + links,
+		   "after the ring: %d point-to-point connections, %d sockets more than before "
+		   "any message, want %d",
+		   links, got - base, me < LZ_RING ? 2 : 0);
+	atomic_fetch_add(&pg->flag[2], 1);
+	pg_wait_flag(2, n);
+
+	/* step 2: members 0 and 5 send to each other at the same time (attempts cross) */
+	if (me == 0 || me == LZ_N - 1)
+		lz_exchange(me, c, LZ_N - 1 - me, LZ_N - 1 - me, 20);
+	atomic_fetch_add(&pg->flag[3], 1);
+	pg_wait_flag(3, n);
+	int want = (me < LZ_RING ? 2 : 0) + (me == 0 || me == LZ_N - 1);
+
+	got = links_settle(c, base, want, &links);
+	PG_FAIL_IF(links != want || got != base + links,
+		   "after the crossing pair: %d point-to-point connections, %d sockets more than "
+		   "before any message, want %d",
+		   links, got - base, want);
+	if (me == 0)
+		chaos_report("p2p: member 0 holds %d point-to-point connections (3 peers it "
+			     "exchanged with) of %d members",
+			     got - base, n);
+	rc = ftcc_allreduce(c, &x, &x, 1, FTCC_FLOAT32, FTCC_SUM, &rec);
+	PG_FAIL_IF(rc || rec.ncontrib != (uint32_t)n, "allreduce after: %s", ftcc_strerror(rc));
+}
+
+Test(ft_mproc_p2p, connections_only_where_messages_go)
+{
+	pg_run("lazy", LZ_N, sc_lazy, 60000, 0);
+	pg_exactly_once(LZ_N, (1u << LZ_N) - 1);
+	cr_expect_eq(pg->m[0].nrx, 2 * LZ_MSGS);
 }

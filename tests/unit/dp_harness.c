@@ -42,11 +42,17 @@ void dph_count_sink(enum ftcc_log_level level, const char *file, int line, const
 
 struct dp *dph_mk(uint32_t id, uint64_t inc, int64_t failure_ms)
 {
+	return dph_mk_cfg(id, inc, failure_ms, 0);
+}
+
+struct dp *dph_mk_cfg(uint32_t id, uint64_t inc, int64_t failure_ms, int either)
+{
 	struct dp_cfg cfg = { .bind_host = "127.0.0.1",
 			      .group_id = DPH_GROUP,
 			      .self_id = id,
 			      .incarnation = inc,
-			      .failure_ms = failure_ms };
+			      .failure_ms = failure_ms,
+			      .either_connects = either };
 	struct dp *dp = NULL;
 
 	cr_assert_eq(dp_create(&cfg, &dp), 0);

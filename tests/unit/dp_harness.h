@@ -38,6 +38,8 @@ void dph_count_sink(enum ftcc_log_level level, const char *file, int line, const
 
 /* A dp for member @id on 127.0.0.1 (asserts); @failure_ms 0: the setting. */
 struct dp *dph_mk(uint32_t id, uint64_t inc, int64_t failure_ms);
+/* The same with dp_cfg.either_connects = @either. */
+struct dp *dph_mk_cfg(uint32_t id, uint64_t inc, int64_t failure_ms, int either);
 /* @dp's published address as member @id/@inc. */
 struct dp_peer dph_peer_of(struct dp *dp, uint32_t id, uint64_t inc);
 /* Tells every one of @n members about all (self included, which dp ignores). */
