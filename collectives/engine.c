@@ -30,6 +30,11 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t eng_now_ms(void)
+{
+	return now_ms();
+}
+
 static void nap_ms(int ms)
 {
 	struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)ms * 1000000L };
@@ -123,6 +128,9 @@ int eng_check(void *arg)
 
 	if (atomic_load(&k->c->aborted)) {
 		return -ECANCELED;
+	}
+	if (k->deadline_ms && now_ms() >= k->deadline_ms) {
+		return -ETIMEDOUT;
 	}
 	if (gen == k->gen) {
 		return 0;
@@ -356,9 +364,10 @@ static int run_attempt(struct eng_lane *l, struct ftcc_request *r, const struct 
 static enum ctl_evidence evidence_of(int rc)
 {
 	switch (rc) {
-	case -EPIPE:  /* the link broke (reset, closed, replaced): frames may be lost */
-	case -ENOMSG: /* a frame awaited was lost with a link that broke before */
-	case -EPROTO: /* a frame the receive did not expect: the link is out of step */
+	case -EPIPE:	 /* the link broke (reset, closed, replaced): frames may be lost */
+	case -ENOMSG:	 /* a frame awaited was lost with a link that broke before */
+	case -EPROTO:	 /* a frame the receive did not expect: the link is out of step */
+	case -ETIMEDOUT: /* a round of the reports waited past its bound on a live peer */
 		return CTL_EV_LINK;
 	case -EHOSTUNREACH: /* no connection to the peer for the failure timeout */
 		return CTL_EV_CUT;

@@ -285,12 +285,16 @@ struct eng_check {
 	uint64_t seq;
 	uint64_t epoch;
 	unsigned gen;
+	int64_t deadline_ms; /* -ETIMEDOUT from then (now_ms() clock); 0: none */
 };
 int eng_check(void *arg);
+/* The monotonic clock of eng_check's deadline, ms. */
+int64_t eng_now_ms(void);
 
 /* The resume exchange of op @seq in epoch @e: sends this member's report (@mine, with the
- * RS_F_* @flags: COMPLETED|SERVE from a member that returned the op and kept a copy), gathers
- * everyone's, decides. 0 or an error (dp's, or the check's). */
+ * RS_F_* @flags: COMPLETED from a member that returned the op, with SERVE when it kept a copy),
+ * gathers everyone's, decides. 0 or an error (dp's, the check's, or -ETIMEDOUT when a round of
+ * a larger group's reports waited past its bound, *@bad_peer the member it waited on). */
 int eng_exchange(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq,
 		 const struct eng_att *mine, uint32_t flags, struct rs_decision *d,
 		 uint32_t *bad_peer);
@@ -300,8 +304,9 @@ int eng_exchange(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq,
 int eng_fill(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, struct ftcc_request *r,
 	     const struct rs_decision *d, uint64_t shape, uint32_t *bad_peer);
 
-/* Members up to which the have notices go to every member in one round; larger groups send them
- * in log2(n) rounds of one notice each (a dissemination barrier). */
+/* Members up to which the have notices and the resume reports go to every member in one round;
+ * larger groups send the notices in log2(n) rounds of one each (a dissemination barrier) and
+ * gather the reports in log2(n) rounds with the same peers (Bruck's allgather). */
 #define ENG_HAVE_ALL_MAX 8
 
 /* The have notices of op @seq (of @shape) among the members of @e. 0 or an error. */

@@ -24,18 +24,28 @@ static struct dp_tag tag_of(uint64_t seq, uint64_t epoch, uint32_t phase, uint32
 	return t;
 }
 
-static int run_xfers(struct eng_lane *l, struct dp_xfer *x, int n, uint64_t seq, uint64_t epoch,
-		     uint32_t *bad_peer)
+/* Runs @x of op @seq in @epoch until done, an error, or the epoch changes; with @deadline_ms
+ * (0: none), -ETIMEDOUT from then. */
+static int run_xfers_until(struct eng_lane *l, struct dp_xfer *x, int n, uint64_t seq,
+			   uint64_t epoch, int64_t deadline_ms, uint32_t *bad_peer)
 {
 	struct ftcc_comm *c = l->c;
-	struct eng_check k = {
-		.c = c, .seq = seq, .epoch = epoch, .gen = atomic_load(&c->ctl_gen) - 1u
-	};
+	struct eng_check k = { .c = c,
+			       .seq = seq,
+			       .epoch = epoch,
+			       .gen = atomic_load(&c->ctl_gen) - 1u,
+			       .deadline_ms = deadline_ms };
 
 	if (n == 0) {
 		return 0;
 	}
 	return dp_run(l->dp, x, n, eng_check, &k, ENG_CHECK_MS, bad_peer);
+}
+
+static int run_xfers(struct eng_lane *l, struct dp_xfer *x, int n, uint64_t seq, uint64_t epoch,
+		     uint32_t *bad_peer)
+{
+	return run_xfers_until(l, x, n, seq, epoch, 0, bad_peer);
 }
 
 static void report_of(const struct eng_att *att, uint32_t id, uint64_t seq, uint32_t flags,
@@ -63,21 +73,110 @@ static void report_of(const struct eng_att *att, uint32_t id, uint64_t seq, uint
 	}
 }
 
+/* The reports of a group of up to ENG_HAVE_ALL_MAX members: each sends its own (@slots[n]) to
+ * every other and receives theirs into @slots[i], i its index. 0 or an error. */
+static int reports_all(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, uint8_t *slots,
+		       uint32_t *bad_peer)
+{
+	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, i;
+	struct dp_xfer *x = calloc(2 * (size_t)n, sizeof(*x));
+	int nx = 0, rc;
+
+	if (!x) {
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++) {
+		if (i == self) {
+			continue;
+		}
+		x[nx++] = (struct dp_xfer){ .peer = e->members[i].id,
+					    .dir = DP_SEND,
+					    .tag = tag_of(seq, e->epoch, DP_PH_REPORT, 0),
+					    .buf = slots + (size_t)n * RS_WIRE_SIZE,
+					    .len = RS_WIRE_SIZE };
+		x[nx++] = (struct dp_xfer){ .peer = e->members[i].id,
+					    .dir = DP_RECV,
+					    .tag = tag_of(seq, e->epoch, DP_PH_REPORT, 0),
+					    .buf = slots + (size_t)i * RS_WIRE_SIZE,
+					    .len = RS_WIRE_SIZE };
+	}
+	rc = run_xfers(l, x, nx, seq, e->epoch, bad_peer);
+	free(x);
+	return rc;
+}
+
+/* The reports of a larger group, gathered in ceil(log2 n) rounds (Bruck's allgather), so that a
+ * member exchanges with 2 log2(n) peers, the have rounds' own, not with every member. @slots
+ * holds them relative to this member: slot j is member self + j's (mod n), slot 0 its own. In
+ * round k (d = 2^k) this member sends slots 0 .. c-1 to the member d places before it and
+ * receives slots d .. d+c-1 from the one d places after it, c = min(d, n - d): what that member
+ * held of itself and the members after it. Every member takes part in every round, members that
+ * completed the op too (report_done()).
+ *
+ * A member waits here on relays, not only on the reports' authors: a member that gave up the
+ * rounds (its link to its partner broke) stops passing reports on, and one that completed the op
+ * may have no one to ask for another epoch for it (the coordinator lets a link go once every
+ * member is past the op). So the rounds end, as any wait on a peer does, by a bound from the
+ * failure timeout: -ETIMEDOUT naming the member this one waited on, which a member still in the
+ * op reports as trouble with that link until a new epoch comes. 0 or an error. */
+static int reports_rounds(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq,
+			  uint8_t *slots, uint32_t *bad_peer)
+{
+	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, k = 0, d;
+	int64_t deadline = eng_now_ms() + 4 * l->c->timeout_ms + 2000;
+	int rc = 0;
+
+	for (d = 1; d < n && rc == 0; d <<= 1, k++) {
+		size_t cnt = d < n - d ? d : n - d;
+		struct dp_xfer x[2] = {
+			{ .peer = e->members[(self + n - d) % n].id,
+			  .dir = DP_SEND,
+			  .tag = tag_of(seq, e->epoch, DP_PH_REPORT, k),
+			  .buf = slots,
+			  .len = cnt * RS_WIRE_SIZE },
+			{ .peer = e->members[(self + d) % n].id,
+			  .dir = DP_RECV,
+			  .tag = tag_of(seq, e->epoch, DP_PH_REPORT, k),
+			  .buf = slots + (size_t)d * RS_WIRE_SIZE,
+			  .len = cnt * RS_WIRE_SIZE },
+		};
+
+		if (k) {
+			ftcc_fault("report", seq, k);
+		}
+		rc = run_xfers_until(l, x, 2, seq, e->epoch, deadline, bad_peer);
+		if (rc == -ETIMEDOUT) {
+			*bad_peer = x[1].done ? x[0].peer : x[1].peer;
+			ftcc_warn("engine: op %llu in epoch %llu: round %u of the resume reports "
+				  "with member %u not done within %lld ms",
+				  (unsigned long long)seq, (unsigned long long)e->epoch, k,
+				  *bad_peer, (long long)(4 * l->c->timeout_ms + 2000));
+		}
+	}
+	return rc;
+}
+
+/* Where report @i (a member index) lies in the exchange's slots. */
+static const uint8_t *report_slot(const struct ctl_epoch *e, const uint8_t *slots, uint32_t i)
+{
+	uint32_t n = e->nmembers, self = (uint32_t)e->self_index;
+
+	if (n <= ENG_HAVE_ALL_MAX) {
+		return slots + (size_t)i * RS_WIRE_SIZE;
+	}
+	return slots + (size_t)((i + n - self) % n) * RS_WIRE_SIZE;
+}
+
 int eng_exchange(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq,
 		 const struct eng_att *mine, uint32_t flags, struct rs_decision *d,
 		 uint32_t *bad_peer)
 {
 	struct ftcc_comm *c = l->c;
 	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, i;
-	struct dp_xfer *x;
-	uint8_t *bufs;
-	int nx = 0, rc;
+	int rounds = n > ENG_HAVE_ALL_MAX, rc;
+	uint8_t *bufs = malloc((size_t)(n + 1) * RS_WIRE_SIZE);
 
-	x = calloc(2 * (size_t)n, sizeof(*x));
-	bufs = malloc((size_t)(n + 1) * RS_WIRE_SIZE);
-	if (!x || !bufs) {
-		free(x);
-		free(bufs);
+	if (!bufs) {
 		return -ENOMEM;
 	}
 	report_of(mine, c->rank, seq, flags, &l->reports[self]);
@@ -86,29 +185,16 @@ int eng_exchange(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq,
 			algo_have_set(l->reports[self].have, i);
 		}
 	}
-	resume_encode(&l->reports[self], bufs + (size_t)n * RS_WIRE_SIZE);
-	for (i = 0; i < n; i++) {
-		if (i == self) {
-			continue;
-		}
-		x[nx++] = (struct dp_xfer){ .peer = e->members[i].id,
-					    .dir = DP_SEND,
-					    .tag = tag_of(seq, e->epoch, DP_PH_REPORT, 0),
-					    .buf = bufs + (size_t)n * RS_WIRE_SIZE,
-					    .len = RS_WIRE_SIZE };
-		x[nx++] = (struct dp_xfer){ .peer = e->members[i].id,
-					    .dir = DP_RECV,
-					    .tag = tag_of(seq, e->epoch, DP_PH_REPORT, 0),
-					    .buf = bufs + (size_t)i * RS_WIRE_SIZE,
-					    .len = RS_WIRE_SIZE };
-	}
+	resume_encode(&l->reports[self], bufs + (rounds ? 0 : (size_t)n * RS_WIRE_SIZE));
 	ftcc_fault("report", seq, 0);
-	rc = run_xfers(l, x, nx, seq, e->epoch, bad_peer);
+	rc = rounds ? reports_rounds(l, e, seq, bufs, bad_peer) :
+		      reports_all(l, e, seq, bufs, bad_peer);
 	for (i = 0; rc == 0 && i < n; i++) {
 		if (i == self) {
 			continue;
 		}
-		if (resume_decode(bufs + (size_t)i * RS_WIRE_SIZE, &l->reports[i]) ||
+		/* a relay copies reports as they came: a malformed one is its author's */
+		if (resume_decode(report_slot(e, bufs, i), &l->reports[i]) ||
 		    l->reports[i].id != e->members[i].id || l->reports[i].seq != seq) {
 			ftcc_warn("engine: op %llu: malformed resume report from member %u",
 				  (unsigned long long)seq, e->members[i].id);
@@ -131,7 +217,6 @@ int eng_exchange(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq,
 			ftcc_fault("decide", seq, 0);
 		}
 	}
-	free(x);
 	free(bufs);
 	return rc;
 }
@@ -268,6 +353,9 @@ static int have_rounds(struct eng_lane *l, const struct ctl_epoch *e, uint64_t s
 			  .shape = shape },
 		};
 
+		if (k) {
+			ftcc_fault("have", seq, k);
+		}
 		rc = run_xfers(l, x, 2, seq, e->epoch, bad_peer);
 	}
 	return rc;
@@ -285,8 +373,15 @@ int eng_have(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq, uint64
 	return have_rounds(l, e, seq, shape, bad_peer);
 }
 
-/* A completed op that kept a copy (eng_done): the whole exchange, as a member still in the op
- * would run it, and the chunks the decision asks of this member, from the copy. */
+/* Whether completed op @dn takes part in the whole exchange of @e (it receives the reports
+ * too): with a copy kept, which it may serve, or in a group whose reports go in rounds. */
+static int done_exchanges(const struct ctl_epoch *e, const struct eng_done *dn)
+{
+	return dn->copy || e->nmembers > ENG_HAVE_ALL_MAX;
+}
+
+/* A completed op in the whole exchange (done_exchanges()), as a member still in the op would
+ * run it; with a copy, the chunks the decision asks of this member, from the copy. */
 static int serve_done(struct eng_lane *l, const struct ctl_epoch *e, struct eng_done *dn,
 		      uint32_t *bad)
 {
@@ -294,16 +389,24 @@ static int serve_done(struct eng_lane *l, const struct ctl_epoch *e, struct eng_
 		.seq = dn->seq, .recvbuf = dn->copy, .count = dn->count, .dtype = dn->dtype
 	};
 	struct rs_decision d;
-	int rc = eng_exchange(l, e, dn->seq, &dn->att, RS_F_COMPLETED | RS_F_SERVE, &d, bad);
+	int rc = eng_exchange(l, e, dn->seq, &dn->att, RS_F_COMPLETED | (dn->copy ? RS_F_SERVE : 0),
+			      &d, bad);
 
-	if (rc == 0 && d.kind == RS_FINISH) {
+	if (rc == -EPROTO && *bad == l->c->rank && !dn->copy) {
+		/* The reports contradict each other: the members still in the op see the same
+		 * ones and meet the same; this one returned the op and has nothing to serve. */
+		ftcc_warn("engine: op %llu: the resume reports contradict each other",
+			  (unsigned long long)dn->seq);
+		rc = 0;
+	}
+	if (rc == 0 && d.kind == RS_FINISH && dn->copy) {
 		rc = eng_fill(l, e, dn->seq, &fake, &d, dn->att.shape, bad);
 	}
 	return rc;
 }
 
-/* Sends the completed report of done entry @dn to every other member of @e (with a copy kept:
- * the whole exchange, serving what is missing). */
+/* Sends the completed report of done entry @dn to every other member of @e (the whole exchange
+ * where done_exchanges() says so). */
 static int report_done(struct eng_lane *l, const struct ctl_epoch *e, struct eng_done *dn)
 {
 	struct ftcc_comm *c = l->c;
@@ -313,7 +416,7 @@ static int report_done(struct eng_lane *l, const struct ctl_epoch *e, struct eng
 	struct dp_xfer *x;
 	int nx = 0, rc;
 
-	if (dn->copy) {
+	if (done_exchanges(e, dn)) {
 		rc = serve_done(l, e, dn, &bad);
 		goto out;
 	}
@@ -339,7 +442,8 @@ static int report_done(struct eng_lane *l, const struct ctl_epoch *e, struct eng
 	rc = run_xfers(l, x, nx, dn->seq, e->epoch, &bad);
 	free(x);
 out:
-	if (rc == -EPIPE || rc == -EPROTO || rc == -EHOSTUNREACH || rc == -ENOMSG) {
+	if (rc == -EPIPE || rc == -EPROTO || rc == -EHOSTUNREACH || rc == -ENOMSG ||
+	    rc == -ETIMEDOUT) {
 		/* The member waiting for this report needs another epoch: ask for it. This
 		 * member reports again in that epoch. (-ENOMSG: that peer is past the op; the
 		 * coordinator lets it go when every member is.) */
@@ -362,7 +466,7 @@ void eng_sync_epoch(struct eng_lane *l, const struct ctl_epoch *e)
 		if (dn->seq != s || dn->reported >= e->epoch) {
 			continue;
 		}
-		int prc = eng_dp_peers(l, e);
+		int prc = eng_dp_peers(l, e), whole = 0;
 		const struct ctl_epoch *pe = prc ? NULL : eng_op_view(l, e, s);
 
 		if (pe && pe->self_index < 0) {
@@ -370,6 +474,7 @@ void eng_sync_epoch(struct eng_lane *l, const struct ctl_epoch *e)
 		}
 		if (pe) {
 			dn->reported = e->epoch;
+			whole = done_exchanges(pe, dn);
 			prc = report_done(l, pe, dn);
 		} else if (!prc) {
 			prc = -ENOMEM;
@@ -396,9 +501,10 @@ void eng_sync_epoch(struct eng_lane *l, const struct ctl_epoch *e)
 			 * exchange in the same epoch would wait for them behind the peers' later
 			 * frames and accuse a working link (-ENOMSG). Nor after -ENOMSG, which
 			 * would only fail again on the peer's later frame. */
-			int asked = rc == -EPIPE || rc == -EPROTO || rc == -EHOSTUNREACH;
+			int asked = rc == -EPIPE || rc == -EPROTO || rc == -EHOSTUNREACH ||
+				    rc == -ETIMEDOUT;
 
-			dn->reported = rc == -ENOMSG || (asked && dn->copy) ? e->epoch : 0;
+			dn->reported = rc == -ENOMSG || (asked && whole) ? e->epoch : 0;
 			break;
 		}
 	}

@@ -5,7 +5,9 @@
  * result and record is checked at every survivor and across them (one epoch, contributor set and
  * result per op). Each member counts its open file descriptors before the kill and at the end,
  * and its CPU time over the ops; the test prints the medians and maxima (perf/scale.sh collects
- * them for 8, 16, 32 and 64 members). Over the verbs emulator (FTCC_TEST_TRANSPORT=ib) the
+ * them for 8, 16, 32 and 64 members), and checks that the epoch after the kill adds O(log n)
+ * descriptors, not one per member. A second test kills a member of 12 in its have rounds, so
+ * that the members which returned the op take part in the reopened op's report rounds. Over the verbs emulator (FTCC_TEST_TRANSPORT=ib) the
  * group has 8 members unless FT_SCALE_N says otherwise: each emulated port is a set of threads
  * and sockets per peer (306 descriptors per member in a group of 16, 19 ms of CPU per op), and
  * 64 of them did not form within four minutes on 2 cores. No root needed. Run with --jobs 1.
@@ -23,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../collectives/engine.h"
 #include "abi_net.h"
 #include "chaos_proc.h"
 #include "ft_group.h"
@@ -52,6 +55,10 @@ struct sc_member {
 
 struct sc_shared {
 	int n, victim;
+	int kill_at;	/* the victim dies at the start of this op, */
+	char fault[32]; /* or by this FTCC_FAULT ("" none) */
+	int other;	/* a live member armed with @other_fault ("" none) */
+	char other_fault[32];
 	char group[48];
 	char addr[SC_MAX][32];
 	_Atomic int finished;
@@ -122,6 +129,10 @@ static int member(int me)
 	int rc;
 
 	test_transport_env();
+	if (me == sc->victim && sc->fault[0])
+		setenv("FTCC_FAULT", sc->fault, 1);
+	if (me == sc->other && sc->other_fault[0])
+		setenv("FTCC_FAULT", sc->other_fault, 1);
 	for (int i = 0; i < sc->n; i++)
 		addrs[i] = sc->addr[i];
 	ftcc_config_init(&cfg);
@@ -141,9 +152,9 @@ static int member(int me)
 		float x[2], want[2] = { 0, 0 };
 		uint32_t h = 0;
 
-		if (s == SC_KILL_AT - 1)
+		if (s == sc->kill_at - 1)
 			me_->fds_before = count_fds();
-		if (s == SC_KILL_AT && me == sc->victim)
+		if (s == sc->kill_at && me == sc->victim && !sc->fault[0])
 			raise(SIGKILL);
 		x[0] = input_of(me, s, 0);
 		x[1] = input_of(me, s, 1);
@@ -192,20 +203,25 @@ static int cmp_i64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-Test(ft_scale, members_64_small_ops_and_a_kill)
+/* Runs @n members; @victim dies at the start of op @kill_at, or by @fault in op @kill_at (whose
+ * survivors then return it with the victim's input, all of them: @fault kills it after its
+ * data phase). */
+static void scale_run_with(int n, int victim, int kill_at, const char *fault, int emu, int other,
+			   const char *other_fault)
 {
-	const char *env = getenv("FT_SCALE_N"), *tr = getenv("FTCC_TEST_TRANSPORT");
-	int emu = tr && strcmp(tr, "ib") == 0;
-	int n = env ? atoi(env) : emu ? 8 : SC_MAX, nsurv = 0, fb[SC_MAX], fe[SC_MAX];
+	int nsurv = 0, fb[SC_MAX], fe[SC_MAX];
 	int64_t cpu[SC_MAX], t0;
 	int ref = -1;
 
-	cr_assert(n >= 2 && n <= SC_MAX, "FT_SCALE_N=%s: 2..%d", env, SC_MAX);
 	sc = mmap(NULL, sizeof(*sc), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	cr_assert(sc != MAP_FAILED);
 	memset(sc, 0, sizeof(*sc));
 	sc->n = n;
-	sc->victim = n / 2;
+	sc->victim = victim;
+	sc->kill_at = kill_at;
+	snprintf(sc->fault, sizeof(sc->fault), "%s", fault ? fault : "");
+	sc->other = other;
+	snprintf(sc->other_fault, sizeof(sc->other_fault), "%s", other_fault ? other_fault : "");
 	snprintf(sc->group, sizeof(sc->group), "scale-%d", (int)getpid());
 	for (int i = 0; i < n; i++) {
 		char ip[24];
@@ -265,16 +281,74 @@ Test(ft_scale, members_64_small_ops_and_a_kill)
 	cr_assert_eq(nsurv, n - 1, "%d of %d survivors completed the ops", nsurv, n - 1);
 	for (int s = 0; s < SC_OPS; s++)
 		cr_expect_eq(sc->m[ref].op[s].ncontrib,
-			     s < SC_KILL_AT ? (uint32_t)n : (uint32_t)n - 1,
+			     s < kill_at + !!fault ? (uint32_t)n : (uint32_t)n - 1,
 			     "op %d: %u contributors", s, sc->m[ref].op[s].ncontrib);
 	qsort(fb, (size_t)nsurv, sizeof(int), cmp_int);
 	qsort(fe, (size_t)nsurv, sizeof(int), cmp_int);
 	qsort(cpu, (size_t)nsurv, sizeof(int64_t), cmp_i64);
-	printf("scale%s: %d members, %d ops of 8 bytes, member %d killed before op %d: open fds per "
-	       "member before the kill median %d max %d, at the end median %d max %d; CPU per op "
-	       "per member median %.1f us max %.1f us; %.1f s in all\n",
-	       emu ? " (verbs emulator)" : "", n, SC_OPS, sc->victim, SC_KILL_AT, fb[nsurv / 2],
-	       fb[nsurv - 1], fe[nsurv / 2], fe[nsurv - 1], (double)cpu[nsurv / 2] / SC_OPS / 1e3,
+	if (n > ENG_HAVE_ALL_MAX && !emu) {
+		/* The new epoch's reports go in rounds, with the peers of the have rounds: what
+		 * the epoch adds is the peers that moved (the victim's removal shifts the ranks),
+		 * up to log2(n) of each, recursive doubling's and the rounds' both ways, not one
+		 * connection per member. */
+		const char *lanes_env = getenv("FTCC_LANES");
+		int lg = 0, lanes = lanes_env && atoi(lanes_env) > 1 ? atoi(lanes_env) : 1;
+
+		while ((1 << lg) < n)
+			lg++;
+		/* each lane has its own data plane */
+		cr_expect_leq(fe[nsurv / 2], fb[nsurv / 2] + 4 * lg * lanes,
+			      "%d open fds per member at the end (median), %d before the kill",
+			      fe[nsurv / 2], fb[nsurv / 2]);
+	}
+	printf("scale%s: %d members, %d ops of 8 bytes, member %d killed %s op %d%s%s: open fds "
+	       "per member before the kill median %d max %d, at the end median %d max %d; CPU per "
+	       "op per member median %.1f us max %.1f us; %.1f s in all\n",
+	       emu ? " (verbs emulator)" : "", n, SC_OPS, sc->victim, fault ? "in" : "before",
+	       kill_at, fault ? " at " : "", fault ? fault : "", fb[nsurv / 2], fb[nsurv - 1],
+	       fe[nsurv / 2], fe[nsurv - 1], (double)cpu[nsurv / 2] / SC_OPS / 1e3,
 	       (double)cpu[nsurv - 1] / SC_OPS / 1e3, (double)(chaos_now_ns() - t0) / 1e9);
 	fflush(stdout);
+}
+
+static void scale_run(int n, int victim, int kill_at, const char *fault, int emu)
+{
+	scale_run_with(n, victim, kill_at, fault, emu, -1, NULL);
+}
+
+Test(ft_scale, members_64_small_ops_and_a_kill)
+{
+	const char *env = getenv("FT_SCALE_N"), *tr = getenv("FTCC_TEST_TRANSPORT");
+	int emu = tr && strcmp(tr, "ib") == 0;
+	int n = env ? atoi(env) : emu ? 8 : SC_MAX;
+
+	cr_assert(n >= 2 && n <= SC_MAX, "FT_SCALE_N=%s: 2..%d", env, SC_MAX);
+	scale_run(n, n / 2, SC_KILL_AT, NULL, emu);
+}
+
+/* 12 members, whose have notices and reports go in rounds: member 5 dies before its fourth
+ * have round of op 50, after its data phase and its first three notices. Most members hear from
+ * it through the others and return op 50 (with its input); member 1, which waited for that
+ * round's notice from member 5 directly, does not, nor member 9 when its last notice, to member
+ * 5, fails before its own last one came. The new epoch reopens op 50: those that returned it
+ * take part in every round of its report exchange as those still in it do, which ends it with
+ * the same result and record everywhere (12 contributors), and the ops after it run without
+ * member 5. */
+Test(ft_scale, killed_in_the_have_rounds_of_12)
+{
+	const char *tr = getenv("FTCC_TEST_TRANSPORT");
+
+	scale_run(12, 5, 50, "have:50:3", tr && strcmp(tr, "ib") == 0);
+}
+
+/* The same, and member 8, which returned op 50, has its data link reset as it passes on the
+ * reports of op 50's first round in the new epoch (its send fails with ECONNRESET; its partner
+ * sees the link break). The members that waited on the reports it would have passed on wait
+ * until their partner's link breaks or their bound, and report the trouble; an epoch after it
+ * ends op 50 alike everywhere, and nobody but member 5 is removed. */
+Test(ft_scale, a_reset_in_the_report_rounds_of_12)
+{
+	const char *tr = getenv("FTCC_TEST_TRANSPORT");
+
+	scale_run_with(12, 5, 50, "have:50:3", tr && strcmp(tr, "ib") == 0, 8, "report:50:1:reset");
 }
