@@ -129,11 +129,9 @@ int eng_check(void *arg)
 	if (atomic_load(&k->c->aborted)) {
 		return -ECANCELED;
 	}
-	if (k->deadline_ms && now_ms() >= k->deadline_ms) {
-		return -ETIMEDOUT;
-	}
 	if (gen == k->gen) {
-		return 0;
+		/* the epoch first: a wait that ends with it is no one's fault */
+		return k->deadline_ms && now_ms() >= k->deadline_ms ? -ETIMEDOUT : 0;
 	}
 	k->gen = gen;
 	rc = ctl_member_op_epoch(k->c->ctl, k->seq, &e);
@@ -145,6 +143,9 @@ int eng_check(void *arg)
 	}
 	rc = e->epoch != k->epoch ? -ESTALE : 0;
 	ctl_epoch_put(e);
+	if (rc == 0 && k->deadline_ms && now_ms() >= k->deadline_ms) {
+		rc = -ETIMEDOUT;
+	}
 	return rc;
 }
 
@@ -367,7 +368,7 @@ static enum ctl_evidence evidence_of(int rc)
 	case -EPIPE:	 /* the link broke (reset, closed, replaced): frames may be lost */
 	case -ENOMSG:	 /* a frame awaited was lost with a link that broke before */
 	case -EPROTO:	 /* a frame the receive did not expect: the link is out of step */
-	case -ETIMEDOUT: /* a round of the reports waited past its bound on a live peer */
+	case -ETIMEDOUT: /* a round of the reports waited past its bound on a peer */
 		return CTL_EV_LINK;
 	case -EHOSTUNREACH: /* no connection to the peer for the failure timeout */
 		return CTL_EV_CUT;

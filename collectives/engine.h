@@ -293,8 +293,9 @@ int64_t eng_now_ms(void);
 
 /* The resume exchange of op @seq in epoch @e: sends this member's report (@mine, with the
  * RS_F_* @flags: COMPLETED from a member that returned the op, with SERVE when it kept a copy),
- * gathers everyone's, decides. 0 or an error (dp's, the check's, or -ETIMEDOUT when a round of
- * a larger group's reports waited past its bound, *@bad_peer the member it waited on). */
+ * gathers everyone's, decides. 0 or an error (dp's, the check's, or, for a member that returned
+ * the op, -ETIMEDOUT when a round of a larger group's reports waited past its bound, *@bad_peer
+ * the member it waited on). */
 int eng_exchange(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq,
 		 const struct eng_att *mine, uint32_t flags, struct rs_decision *d,
 		 uint32_t *bad_peer);

@@ -114,16 +114,19 @@ static int reports_all(struct eng_lane *l, const struct ctl_epoch *e, uint64_t s
  * completed the op too (report_done()).
  *
  * A member waits here on relays, not only on the reports' authors: a member that gave up the
- * rounds (its link to its partner broke) stops passing reports on, and one that completed the op
- * may have no one to ask for another epoch for it (the coordinator lets a link go once every
- * member is past the op). So the rounds end, as any wait on a peer does, by a bound from the
- * failure timeout: -ETIMEDOUT naming the member this one waited on, which a member still in the
- * op reports as trouble with that link until a new epoch comes. 0 or an error. */
+ * rounds (its link to its partner broke) stops passing reports on. A member still in the op gets
+ * a new epoch for that (the link's ends report it, and the coordinator does not let a link go
+ * while a member is still in the op); it waits as long as the op's other waits do, since an
+ * author of a later op may simply not have called it yet. A member that completed the op
+ * (@bounded) may have no one to ask for another epoch: when every member is past the op the
+ * coordinator lets the link go. Every author of an op it completed has called it, so its rounds
+ * end by a bound from the failure timeout: -ETIMEDOUT naming the member it waited on. 0 or an
+ * error. */
 static int reports_rounds(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq,
-			  uint8_t *slots, uint32_t *bad_peer)
+			  uint8_t *slots, int bounded, uint32_t *bad_peer)
 {
 	uint32_t n = e->nmembers, self = (uint32_t)e->self_index, k = 0, d;
-	int64_t deadline = eng_now_ms() + 4 * l->c->timeout_ms + 2000;
+	int64_t deadline = bounded ? eng_now_ms() + 4 * l->c->timeout_ms + 2000 : 0;
 	int rc = 0;
 
 	for (d = 1; d < n && rc == 0; d <<= 1, k++) {
@@ -145,7 +148,9 @@ static int reports_rounds(struct eng_lane *l, const struct ctl_epoch *e, uint64_
 			ftcc_fault("report", seq, k);
 		}
 		rc = run_xfers_until(l, x, 2, seq, e->epoch, deadline, bad_peer);
-		if (rc == -ETIMEDOUT) {
+		if (rc == -ETIMEDOUT && x[0].done && x[1].done) {
+			rc = 0; /* the bound passed as the round ended */
+		} else if (rc == -ETIMEDOUT) {
 			*bad_peer = x[1].done ? x[0].peer : x[1].peer;
 			ftcc_warn("engine: op %llu in epoch %llu: round %u of the resume reports "
 				  "with member %u not done within %lld ms",
@@ -187,7 +192,7 @@ int eng_exchange(struct eng_lane *l, const struct ctl_epoch *e, uint64_t seq,
 	}
 	resume_encode(&l->reports[self], bufs + (rounds ? 0 : (size_t)n * RS_WIRE_SIZE));
 	ftcc_fault("report", seq, 0);
-	rc = rounds ? reports_rounds(l, e, seq, bufs, bad_peer) :
+	rc = rounds ? reports_rounds(l, e, seq, bufs, !!(flags & RS_F_COMPLETED), bad_peer) :
 		      reports_all(l, e, seq, bufs, bad_peer);
 	for (i = 0; rc == 0 && i < n; i++) {
 		if (i == self) {
