@@ -499,10 +499,10 @@ static void cn_run(struct cn_child *c)
 	}
 }
 
-/* After the script (not after an error: NCCL aborts then): waits for every head to be done with
- * its script, so that no head leaves the group while another still needs it for its last ops,
- * or for the parent's stop or close_now. A head killed by the test never gets there: the test
- * stops the others. */
+/* After the script (not after an error: NCCL aborts then; unless linger_err): waits for every
+ * head to be done with its script, so that no head leaves the group while another still needs
+ * it for its last ops, or for the parent's stop or close_now. A head killed by the test never
+ * gets there: the test stops the others. */
 static void cn_linger(struct cn_child *c)
 {
 	int64_t deadline = chaos_now_ns() + (int64_t)CN_PARENT_WAIT_MS * 1000000;
@@ -598,7 +598,7 @@ static int cn_child_main(void *arg)
 	cn_stage(&c, CN_ST_CONNECTED);
 	cn_run(&c);
 	cn_stage(&c, CN_ST_RAN);
-	if (!atomic_load(&c.me->close_now) && !atomic_load(&c.me->err))
+	if (!atomic_load(&c.me->close_now) && (!atomic_load(&c.me->err) || g->o.linger_err))
 		cn_linger(&c);
 	cn_close(&c);
 	cn_stage(&c, CN_ST_CLOSED);

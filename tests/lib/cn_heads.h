@@ -105,6 +105,8 @@ struct cn_opts {
 	int min_nodes;		/* FTCC_COLLNET_MIN_NODES; 0: unset */
 	int hold_connect;	/* heads wait for shared->go before connect */
 	int absent;		/* heads with bit h set publish a handle but never connect */
+	int linger_err;		/* a head whose script ended in an error waits like one whose
+				 * script is over (for every head to be done) before it closes */
 	const char *ifname[CN_MAX_HEADS]; /* FTCC_SOCKET_IFNAME per head; NULL: "lo" */
 	const char *env[CN_MAX_HEADS];	  /* "NAME=value" set in head h; NULL: none */
 	const struct ft_spec *script;	  /* nspec entries */
