@@ -6,6 +6,7 @@
 #include "engine.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,13 +83,17 @@ static void deadline_in(struct timespec *ts, int ms)
 
 static void on_change(void *arg)
 {
-	struct ftcc_comm *c = arg;
+	struct ftcc_comm *c0 = arg;
 
-	atomic_fetch_add(&c->ctl_gen, 1);
-	p2p_kick(c->p2p);
-	pthread_mutex_lock(&c->mu);
-	pthread_cond_broadcast(&c->cv);
-	pthread_mutex_unlock(&c->mu);
+	p2p_kick(c0->p2p);
+	for (uint32_t t = 0; t < c0->nstreams; t++) {
+		struct ftcc_comm *c = c0->streams[t];
+
+		atomic_fetch_add(&c->ctl_gen, 1);
+		pthread_mutex_lock(&c->mu);
+		pthread_cond_broadcast(&c->cv);
+		pthread_mutex_unlock(&c->mu);
+	}
 }
 
 /* "host" of "host:port" / "[v6]:port" into @out. */
@@ -141,6 +146,12 @@ static int policy_of(enum ftcc_degraded d, enum ftcc_degraded *out)
 
 static void comm_free(struct ftcc_comm *c)
 {
+	/* stream 0 frees the others (which own nothing of stream 0's) */
+	for (uint32_t t = 1; c->stream == 0 && t < c->nstreams; t++) {
+		if (c->streams[t]) {
+			comm_free(c->streams[t]);
+		}
+	}
 	p2p_destroy(c->p2p);
 	for (uint32_t i = 0; i < ENG_LANES_MAX; i++) {
 		struct eng_lane *l = &c->lane[i];
@@ -160,8 +171,11 @@ static void comm_free(struct ftcc_comm *c)
 	free(c);
 }
 
+/* Sets up stream @stream's comm @c (its lanes' data planes; stream 0's also the point-to-point
+ * plane, with @p2p); a stream other than 0 takes stream 0's incarnation @inc, which the others'
+ * data planes check against the membership's. */
 static int comm_init(struct ftcc_comm *c, const struct ftcc_config *cfg, int p2p,
-		     uint32_t auto_lanes)
+		     uint32_t auto_lanes, uint32_t stream, uint64_t inc)
 {
 	struct dp_cfg dc = { 0 };
 	char host[DP_ADDR_MAX];
@@ -200,8 +214,11 @@ static int comm_init(struct ftcc_comm *c, const struct ftcc_config *cfg, int p2p
 			return FTCC_ERR_NOMEM;
 		}
 	}
-	if (getrandom(&c->incarnation, sizeof(c->incarnation), GRND_NONBLOCK) !=
-	    (ssize_t)sizeof(c->incarnation)) {
+	c->stream = stream;
+	if (inc) {
+		c->incarnation = inc;
+	} else if (getrandom(&c->incarnation, sizeof(c->incarnation), GRND_NONBLOCK) !=
+		   (ssize_t)sizeof(c->incarnation)) {
 		c->incarnation = (uint64_t)now_ms() ^ ((uint64_t)getpid() << 32);
 	}
 	c->incarnation |= 1;
@@ -219,14 +236,16 @@ static int comm_init(struct ftcc_comm *c, const struct ftcc_config *cfg, int p2p
 	}
 	for (uint32_t i = 0; i < c->nlanes; i++) {
 		struct dp_cfg lc = dc;
+		uint64_t g = (uint64_t)stream * c->nlanes + i;
 
-		/* lane 0 is the engine's data plane as it always was; the others' HELLOs differ */
-		lc.group_id = i ? dc.group_id ^ (ENG_LANE_SALT + i) : dc.group_id;
+		/* stream 0's lane 0 is the engine's data plane as it always was; every other
+		 * lane of every stream has HELLOs of its own */
+		lc.group_id = g ? dc.group_id ^ (ENG_LANE_SALT + g) : dc.group_id;
 		if (dp_create(&lc, &c->lane[i].dp)) {
 			return FTCC_ERR_SYSTEM;
 		}
 	}
-	if (p2p && p2p_create(c, dc.group_id, dc.bind_host, &c->p2p)) {
+	if (p2p && stream == 0 && p2p_create(c, dc.group_id, dc.bind_host, &c->p2p)) {
 		return FTCC_ERR_SYSTEM;
 	}
 	return 0;
@@ -269,23 +288,28 @@ static size_t info_of(struct ftcc_comm *c, char *info)
 {
 	size_t len;
 
+	uint32_t total = c->nlanes * c->nstreams;
+
 	snprintf(info, CTL_INFO_MAX, "%s", dp_addr(c->lane[0].dp));
 	len = strlen(info);
-	if (c->p2p || c->nlanes > 1) {
+	if (c->p2p || total > 1) {
 		snprintf(info + len + 1, CTL_INFO_MAX - len - 1, "%s",
 			 c->p2p ? p2p_addr(c->p2p) : "");
 		len += 1 + strlen(info + len + 1);
 	}
-	if (c->nlanes > 1) {
+	if (total > 1) {
 		char ports[CTL_INFO_MAX];
 		size_t off = 0;
 
+		/* every stream's lanes in a row (eng_lane_addr()): lane i of stream t is
+		 * t * nlanes + i */
 		ports[0] = '\0';
-		for (uint32_t i = 1; i < c->nlanes && off < sizeof(ports); i++) {
-			const char *a = dp_addr(c->lane[i].dp), *port = strrchr(a, ':');
+		for (uint32_t g = 1; g < total && off < sizeof(ports); g++) {
+			const struct eng_lane *l = &c->streams[g / c->nlanes]->lane[g % c->nlanes];
+			const char *a = dp_addr(l->dp), *port = strrchr(a, ':');
 
 			off += (size_t)snprintf(ports + off, sizeof(ports) - off, "%s%s",
-						i > 1 ? "," : "", port ? port + 1 : "0");
+						g > 1 ? "," : "", port ? port + 1 : "0");
 		}
 		snprintf(info + len + 1, CTL_INFO_MAX - len - 1, "%s", ports);
 		len += 1 + strlen(info + len + 1);
@@ -296,12 +320,14 @@ static size_t info_of(struct ftcc_comm *c, char *info)
 	return len;
 }
 
-/* Whether this member runs another number of lanes (FTCC_LANES) than the group: the number most
- * members of the view run, ties going to the lowest id's; a joiner counts only the members
- * already in (they never check it). It cannot take part then, and says why. */
+#define ENG_ALL_LANES (ENG_LANES_MAX * FTCC_STREAMS_MAX)
+
+/* Whether this member runs another number of lanes (FTCC_LANES, in all its streams) than the
+ * group: the number most members of the view run, ties going to the lowest id's; a joiner counts
+ * only the members already in (they never check it). It cannot take part then, and says why. */
 static int lanes_differ(struct ftcc_comm *c, int join)
 {
-	uint32_t votes[ENG_LANES_MAX + 1] = { 0 }, low[ENG_LANES_MAX + 1], best = 0;
+	uint32_t votes[ENG_ALL_LANES + 1] = { 0 }, low[ENG_ALL_LANES + 1], best = 0;
 	struct ctl_view v;
 
 	ctl_member_view(c->ctl, &v);
@@ -309,7 +335,7 @@ static int lanes_differ(struct ftcc_comm *c, int join)
 		const struct ctl_member_rec *m = &v.e->members[i];
 		uint32_t k = eng_info_lanes(m->info, m->info_len);
 
-		if (k > ENG_LANES_MAX || (join && m->id == c->rank)) {
+		if (k > ENG_ALL_LANES || (join && m->id == c->rank)) {
 			continue;
 		}
 		if (!votes[k] || m->id < low[k]) {
@@ -318,16 +344,16 @@ static int lanes_differ(struct ftcc_comm *c, int join)
 		votes[k]++;
 	}
 	ctl_epoch_put(v.e);
-	for (uint32_t k = 1; k <= ENG_LANES_MAX; k++) {
+	for (uint32_t k = 1; k <= ENG_ALL_LANES; k++) {
 		if (votes[k] && (!best || votes[k] > votes[best] ||
 				 (votes[k] == votes[best] && low[k] < low[best]))) {
 			best = k;
 		}
 	}
-	if (best && best != c->nlanes) {
-		ftcc_warn("ftcc_comm_create: member %u of group %s runs %u lanes, the group %u: "
-			  "FTCC_LANES must be the same on every member",
-			  c->rank, c->group, c->nlanes, best);
+	if (best && best != c->nlanes * c->nstreams) {
+		ftcc_warn("ftcc_comm_create: member %u of group %s runs %u lanes in all, the group "
+			  "%u: FTCC_LANES (and nstreams) must be the same on every member",
+			  c->rank, c->group, c->nlanes * c->nstreams, best);
 		return 1;
 	}
 	return 0;
@@ -343,14 +369,17 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 	struct ftcc_comm *c;
 	struct ctl_view v;
 	int64_t wait_ms;
+	uint32_t nstreams;
 	int rc;
 
 	if (!out) {
 		return FTCC_ERR_INVALID;
 	}
 	*out = NULL;
-	if (cfg &&
-	    (cfg->struct_size != sizeof(*cfg) || cfg->version / 10000 != FTCC_VERSION_MAJOR)) {
+	/* (a struct of a header older than nstreams: the size up to it, and one stream) */
+	if (cfg && ((cfg->struct_size != sizeof(*cfg) &&
+		     cfg->struct_size != offsetof(struct ftcc_config, nstreams)) ||
+		    cfg->version / 10000 != FTCC_VERSION_MAJOR)) {
 		ftcc_warn(
 			"ftcc_comm_create: struct ftcc_config was not set up by ftcc_config_init() "
 			"of this library's major version (size %u, version %u; this library's: "
@@ -358,13 +387,15 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 			cfg->struct_size, cfg->version, sizeof(*cfg), FTCC_VERSION);
 		return FTCC_ERR_INVALID;
 	}
+	nstreams = cfg && cfg->struct_size == sizeof(*cfg) && cfg->nstreams ? cfg->nstreams : 1;
 	if (!cfg || !cfg->group || !cfg->group[0] || strlen(cfg->group) > 63 || cfg->size == 0 ||
 	    cfg->size > FTCC_MAX_MEMBERS || cfg->rank >= cfg->size || cfg->timeout_ms < 0 ||
-	    cfg->connect_timeout_ms < 0 || (cfg->catchup && !cfg->join)) {
+	    cfg->connect_timeout_ms < 0 || (cfg->catchup && !cfg->join) ||
+	    nstreams > FTCC_STREAMS_MAX || (nstreams > 1 && ext && ext->no_p2p)) {
 		ftcc_warn(
 			"ftcc_comm_create: bad configuration (group name 1..63 bytes, 0 < size <= "
-			"%d, rank < size, timeouts >= 0, catchup only with join)",
-			FTCC_MAX_MEMBERS);
+			"%d, rank < size, timeouts >= 0, catchup only with join, nstreams <= %d)",
+			FTCC_MAX_MEMBERS, FTCC_STREAMS_MAX);
 		return FTCC_ERR_INVALID;
 	}
 	if (ftcc_settings_load() || ftcc_fault_load()) {
@@ -378,8 +409,24 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 		free(c);
 		return FTCC_ERR_INVALID;
 	}
+	c->owner = c;
+	c->nstreams = nstreams;
+	c->streams[0] = c;
 	lfd = pre_listen(cfg, ext);
-	rc = comm_init(c, cfg, !(ext && ext->no_p2p), ext ? ext->auto_lanes : 0);
+	rc = comm_init(c, cfg, !(ext && ext->no_p2p), ext ? ext->auto_lanes : 0, 0, 0);
+	for (uint32_t t = 1; !rc && t < nstreams; t++) {
+		struct ftcc_comm *s = calloc(1, sizeof(*s));
+
+		c->streams[t] = s;
+		if (!s) {
+			rc = FTCC_ERR_NOMEM;
+			break;
+		}
+		s->owner = c;
+		s->nstreams = nstreams;
+		s->degraded = c->degraded;
+		rc = comm_init(s, cfg, 0, ext ? ext->auto_lanes : 0, t, c->incarnation);
+	}
 	if (rc) {
 		if (lfd >= 0) {
 			close(lfd);
@@ -391,8 +438,8 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 	info_len = info_of(c, info);
 	if (!info_len) {
 		ftcc_warn("ftcc_comm_create: member %u: the addresses of %u lanes do not fit in %d "
-			  "bytes (FTCC_LANES)",
-			  cfg->rank, c->nlanes, CTL_INFO_MAX);
+			  "bytes (FTCC_LANES times nstreams)",
+			  cfg->rank, c->nlanes * nstreams, CTL_INFO_MAX);
 		if (lfd >= 0) {
 			close(lfd);
 		}
@@ -411,6 +458,7 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 	mc.timeout_ms = cfg->timeout_ms;
 	mc.connect_timeout_ms = cfg->connect_timeout_ms;
 	mc.incarnation = c->incarnation;
+	mc.nstreams = nstreams;
 	mc.on_change = on_change;
 	mc.on_change_arg = c;
 	if (ext && ext->has_listen_fd) {
@@ -448,17 +496,28 @@ int ftcc_comm_create_ext(const struct ftcc_config *cfg, const struct ftcc_create
 		comm_free(c);
 		return FTCC_ERR_INVALID;
 	}
-	c->next_seq = cfg->join ? ctl_member_admitted(c->ctl) : 0;
-	if (cfg->join) {
-		ftcc_fault("join", c->next_seq, 0);
+	rc = c->p2p ? p2p_start(c->p2p) : 0;
+	for (uint32_t t = 0; t < nstreams; t++) {
+		struct ftcc_comm *s = c->streams[t];
+
+		s->ctl = c->ctl;
+		s->next_seq = cfg->join ? ctl_member_admitted_s(c->ctl, t) : 0;
+		if (cfg->join && t == 0) {
+			ftcc_fault("join", c->next_seq, 0);
+		}
+		ctl_member_progress_s(c->ctl, t, s->next_seq, s->next_seq);
+		rc = rc ? rc : eng_lanes_start(s, s->next_seq);
 	}
-	ctl_member_progress(c->ctl, c->next_seq, c->next_seq);
-	if ((c->p2p && p2p_start(c->p2p)) || eng_lanes_start(c, c->next_seq)) {
-		pthread_mutex_lock(&c->mu);
-		c->stop = 1;
-		pthread_cond_broadcast(&c->cv);
-		pthread_mutex_unlock(&c->mu);
-		eng_lanes_join(c);
+	if (rc) {
+		for (uint32_t t = 0; t < nstreams; t++) {
+			struct ftcc_comm *s = c->streams[t];
+
+			pthread_mutex_lock(&s->mu);
+			s->stop = 1;
+			pthread_cond_broadcast(&s->cv);
+			pthread_mutex_unlock(&s->mu);
+			eng_lanes_join(s);
+		}
 		p2p_stop(c->p2p);
 		ctl_member_destroy(c->ctl);
 		comm_free(c);
@@ -473,53 +532,80 @@ FTCC_API int ftcc_comm_create(const struct ftcc_config *cfg, ftcc_comm_t **out)
 	return ftcc_comm_create_ext(cfg, NULL, out);
 }
 
-/* Stops everything that could touch the peers: the data plane, the executor, the
+/* Stops everything that could touch the peers: every stream's data planes and executors, the
  * membership (the others see a LEAVE). Bounded by about ENG_ABORT_WAIT_MS + 100 ms. */
-static void comm_stop(struct ftcc_comm *c, int graceful)
+static void comm_stop(struct ftcc_comm *c0, int graceful)
 {
 	struct timespec ts;
 	int64_t deadline = now_ms() + ENG_ABORT_WAIT_MS;
-	struct ctl_member *ctl;
-	int idle;
+	struct ctl_member *ctl = c0->ctl;
+	int idle = 1;
+	uint32_t t;
 
 	/* Point-to-point first: its thread looks at the membership. Leaving gracefully, the
 	 * acknowledgements of messages taken go out before the others hear this member left. */
 	if (graceful) {
-		p2p_flush(c->p2p);
+		p2p_flush(c0->p2p);
 	}
-	p2p_stop(c->p2p);
-	atomic_store(&c->aborted, 1);
-	for (uint32_t i = 0; i < c->nlanes; i++) {
-		dp_abort(c->lane[i].dp);
+	p2p_stop(c0->p2p);
+	for (t = 0; t < c0->nstreams; t++) {
+		struct ftcc_comm *c = c0->streams[t];
+
+		atomic_store(&c->aborted, 1);
+		for (uint32_t i = 0; i < c->nlanes; i++) {
+			dp_abort(c->lane[i].dp);
+		}
+		pthread_mutex_lock(&c->mu);
+		c->stop = 1;
+		/* No lane runs a queued op any more: they end now (one running ends by itself). */
+		eng_lanes_abort_queued(c);
+		pthread_mutex_unlock(&c->mu);
 	}
-	pthread_mutex_lock(&c->mu);
-	c->stop = 1;
-	/* No lane runs a queued op any more: they end now (an op running ends by itself). */
-	eng_lanes_abort_queued(c);
-	while (eng_lanes_busy(c) && now_ms() < deadline) {
-		deadline_in(&ts, 5);
-		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+	for (t = 0; t < c0->nstreams; t++) {
+		struct ftcc_comm *c = c0->streams[t];
+
+		pthread_mutex_lock(&c->mu);
+		while (eng_lanes_busy(c) && now_ms() < deadline) {
+			deadline_in(&ts, 5);
+			pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+		}
+		idle &= !eng_lanes_busy(c);
+		pthread_mutex_unlock(&c->mu);
 	}
-	idle = !eng_lanes_busy(c);
-	ctl = idle ? c->ctl : NULL;
-	if (idle) {
+	for (t = 0; idle && t < c0->nstreams; t++) {
+		struct ftcc_comm *c = c0->streams[t];
+
+		pthread_mutex_lock(&c->mu);
 		c->ctl = NULL; /* under mu: an op being issued meanwhile no longer reaches it */
+		pthread_mutex_unlock(&c->mu);
 	}
-	pthread_mutex_unlock(&c->mu);
-	if (ctl) {
+	if (!ctl) {
+		return;
+	}
+	if (idle) {
 		ctl_member_destroy(ctl);
-	} else if (c->ctl) {
+	} else {
 		/* The executor still holds the membership; the others must not wait for it. */
 		ftcc_warn("ftcc: member %u: an op is still running %d ms after the abort; leaving "
 			  "the group now",
-			  c->rank, ENG_ABORT_WAIT_MS);
-		ctl_member_leave(c->ctl, "aborted while an op was running");
+			  c0->rank, ENG_ABORT_WAIT_MS);
+		ctl_member_leave(ctl, "aborted while an op was running");
 	}
+}
+
+/* A stream's handle where the communicator itself is asked for (destroy, abort). */
+static int not_a_stream(const struct ftcc_comm *c, const char *call)
+{
+	if (c->stream) {
+		ftcc_warn("%s: the handle of stream %u, not its communicator", call, c->stream);
+		return 0;
+	}
+	return 1;
 }
 
 FTCC_API int ftcc_comm_abort(ftcc_comm_t *c)
 {
-	if (!c) {
+	if (!c || !not_a_stream(c, "ftcc_comm_abort")) {
 		return FTCC_ERR_INVALID;
 	}
 	if (!atomic_load(&c->aborted)) {
@@ -532,25 +618,41 @@ FTCC_API int ftcc_comm_destroy(ftcc_comm_t *c)
 {
 	struct ftcc_request *r, *next;
 
-	if (!c) {
+	if (!c || !not_a_stream(c, "ftcc_comm_destroy")) {
 		return FTCC_ERR_INVALID;
 	}
 	if (!atomic_load(&c->aborted)) {
 		comm_stop(c, 1);
 	}
 	/* An op still running after the abort bound left the group already (comm_stop); the
-	 * executor ends with it, then the membership goes. */
-	eng_lanes_join(c);
+	 * executors end with it, then the membership goes. */
+	for (uint32_t t = 0; t < c->nstreams; t++) {
+		eng_lanes_join(c->streams[t]);
+	}
 	if (c->ctl) {
 		ctl_member_destroy(c->ctl);
 	}
 	/* Queued, done and untested: every request not collected yet goes with the comm. */
-	for (r = c->live; r; r = next) {
-		next = r->lnext;
-		free(r->tmp);
-		free(r);
+	for (uint32_t t = 0; t < c->nstreams; t++) {
+		for (r = c->streams[t]->live; r; r = next) {
+			next = r->lnext;
+			free(r->tmp);
+			free(r);
+		}
 	}
 	comm_free(c);
+	return 0;
+}
+
+FTCC_API int ftcc_comm_stream(ftcc_comm_t *c, uint32_t stream, ftcc_comm_t **out)
+{
+	if (out) {
+		*out = NULL;
+	}
+	if (!c || !out || stream >= c->owner->nstreams) {
+		return FTCC_ERR_INVALID;
+	}
+	*out = c->owner->streams[stream];
 	return 0;
 }
 
@@ -570,7 +672,7 @@ FTCC_API int ftcc_comm_view(ftcc_comm_t *c, struct ftcc_view *view, uint32_t *me
 		view->state = FTCC_ERR_ABORTED;
 		return 0;
 	}
-	ctl_member_view(c->ctl, &v);
+	ctl_member_view_s(c->ctl, c->stream, &v);
 	if (v.e) {
 		view->epoch = v.e->epoch;
 		view->boundary = v.e->boundary;

@@ -61,7 +61,7 @@ static int final_state_error(struct ftcc_comm *c, int rc)
 	if (atomic_load(&c->aborted)) {
 		return FTCC_ERR_ABORTED;
 	}
-	ctl_member_view(c->ctl, &v);
+	ctl_member_view_s(c->ctl, c->stream, &v);
 	eng_set_error(c, "member %u of group %s: %s", c->rank, c->group, v.reason);
 	ctl_epoch_put(v.e);
 	(void)rc;
@@ -90,7 +90,7 @@ int eng_op_epoch(struct eng_lane *l, uint64_t seq, const struct ctl_epoch **out)
 		if (atomic_load(&c->aborted)) {
 			return FTCC_ERR_ABORTED;
 		}
-		rc = ctl_member_op_epoch(c->ctl, seq, out);
+		rc = ctl_member_op_epoch_s(c->ctl, c->stream, seq, out);
 		if (rc == 0) {
 			if ((*out)->self_index < 0) {
 				ctl_epoch_put(*out);
@@ -134,7 +134,7 @@ int eng_check(void *arg)
 		return k->deadline_ms && now_ms() >= k->deadline_ms ? -ETIMEDOUT : 0;
 	}
 	k->gen = gen;
-	rc = ctl_member_op_epoch(k->c->ctl, k->seq, &e);
+	rc = ctl_member_op_epoch_s(k->c->ctl, k->c->stream, k->seq, &e);
 	if (rc == -EAGAIN) {
 		return 0; /* a proposal is open: the attempt goes on until it commits */
 	}
@@ -165,8 +165,9 @@ static void add_peers(struct dp_peer *p, uint32_t *n, const struct ctl_epoch *e,
 		p[k].incarnation = e->members[i].incarnation;
 		/* A member with another number of lanes (it does not stay: lanes_differ()) gets
 		 * its lane 0 address, which refuses this lane's HELLOs. */
-		(void)eng_lane_addr(e->members[i].info, e->members[i].info_len, l->idx,
-				    l->c->nlanes, p[k].addr);
+		(void)eng_lane_addr(e->members[i].info, e->members[i].info_len,
+				    l->c->stream * l->c->nlanes + l->idx,
+				    l->c->nlanes * l->c->nstreams, p[k].addr);
 		(*n)++;
 	}
 }
@@ -181,7 +182,7 @@ int eng_dp_peers(struct eng_lane *l, const struct ctl_epoch *e)
 
 	/* The newest epoch's members and @e's: an op of an older epoch must not cut the links
 	 * to members that joined since (they may be sending for later ops already). */
-	ctl_member_view(c->ctl, &v);
+	ctl_member_view_s(c->ctl, c->stream, &v);
 	if (l->dp_epoch == e->epoch && (!v.e || l->dp_newest == v.e->epoch)) {
 		ctl_epoch_put(v.e);
 		return 0;
@@ -426,7 +427,7 @@ static int after_failure(struct eng_lane *l, uint64_t seq, uint64_t epoch, int r
 			return FTCC_ERR_ABORTED;
 		}
 		/* the op's epoch first: a failure seen after it changed is no one's fault */
-		r = ctl_member_op_epoch(c->ctl, seq, &e);
+		r = ctl_member_op_epoch_s(c->ctl, c->stream, seq, &e);
 		if (r == 0) {
 			uint64_t ep = e->epoch;
 
@@ -438,7 +439,7 @@ static int after_failure(struct eng_lane *l, uint64_t seq, uint64_t epoch, int r
 			return final_state_error(c, r);
 		}
 		if (ev && now >= next_report) {
-			ctl_member_suspect(c->ctl, bad_peer, ev, seq);
+			ctl_member_suspect_s(c->ctl, bad_peer, ev, c->stream, seq);
 			next_report = now + ENG_REPORT_MS;
 		}
 		if (now > deadline) {

@@ -163,12 +163,20 @@ struct eng_lane {
 	uint64_t last_warned_epoch;
 };
 
-/* One member of a group: the membership, the lanes, the point-to-point plane. */
+/* One member of a group: the membership, the lanes, the point-to-point plane. A communicator
+ * with several streams (FTCC_STREAMS_MAX: independent op sequences) has one of these per
+ * stream: stream 0's is the communicator itself, and owns the others, the membership and the
+ * point-to-point plane; each stream has its own lanes, op numbers, queue and records, and the
+ * membership's boundaries, progress and fences of its own (ctl_member_*_s()). */
 struct ftcc_comm {
-	struct ctl_member *ctl;
+	struct ctl_member *ctl; /* stream 0's own; the others' is stream 0's */
 	struct eng_lane lane[ENG_LANES_MAX];
 	uint32_t nlanes;
-	struct p2p *p2p; /* point-to-point messages, NULL when not started (p2p.h) */
+	uint32_t stream;			     /* its index: 0 for the communicator */
+	uint32_t nstreams;			     /* the communicator's streams */
+	struct ftcc_comm *streams[FTCC_STREAMS_MAX]; /* stream 0's: every stream ([0] itself) */
+	struct ftcc_comm *owner;		     /* stream 0's comm (itself for stream 0) */
+	struct p2p *p2p; /* point-to-point messages, NULL when not started (p2p.h); stream 0 */
 	char group[64];
 	uint32_t rank, size;
 	enum ftcc_degraded degraded;

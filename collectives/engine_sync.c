@@ -452,8 +452,8 @@ out:
 		/* The member waiting for this report needs another epoch: ask for it. This
 		 * member reports again in that epoch. (-ENOMSG: that peer is past the op; the
 		 * coordinator lets it go when every member is.) */
-		ctl_member_suspect(c->ctl, bad, rc == -EHOSTUNREACH ? CTL_EV_CUT : CTL_EV_LINK,
-				   dn->seq);
+		ctl_member_suspect_s(c->ctl, bad, rc == -EHOSTUNREACH ? CTL_EV_CUT : CTL_EV_LINK,
+				     c->stream, dn->seq);
 	}
 	return rc;
 }
@@ -525,7 +525,7 @@ void eng_sync_done(struct eng_lane *l)
 		return;
 	}
 	l->sync_gen = gen;
-	ctl_member_view(c->ctl, &v);
+	ctl_member_view_s(c->ctl, c->stream, &v);
 	eng_sync_epoch(l, v.e);
 	ctl_epoch_put(v.e);
 }

@@ -193,7 +193,8 @@ static void execute(struct eng_lane *l, struct ftcc_request *until)
 			l->exec_seq = r->seq + c->nlanes;
 			/* how far this member got: an atomic store, safe under the lock */
 			if (c->ctl) {
-				ctl_member_progress(c->ctl, c->next_seq, eng_done_below(c));
+				ctl_member_progress_s(c->ctl, c->stream, c->next_seq,
+						      eng_done_below(c));
 			}
 		}
 		r->done = 1;
@@ -385,7 +386,7 @@ int eng_start(struct ftcc_comm *c, const struct eng_op *d, int wake, ftcc_reques
 	}
 	/* the others take a member that has not issued an op they wait in for a straggler */
 	if (c->ctl) {
-		ctl_member_issued(c->ctl, r->seq + 1);
+		ctl_member_issued_s(c->ctl, c->stream, r->seq + 1);
 	}
 	pthread_mutex_unlock(&c->mu);
 	*req = r;

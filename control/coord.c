@@ -64,6 +64,7 @@ struct ctl_coord *ctl_coord_create(const struct ctl_coord_cfg *cfg, const struct
 	c->cfg.nmembers = 0;
 	c->ops = *ops;
 	c->n = cfg->expected;
+	c->nstreams = cfg->nstreams ? cfg->nstreams : 1;
 	c->gid = ctl_group_id(cfg->group);
 	c->start = now;
 	c->last_tick = now;
@@ -138,6 +139,14 @@ struct ctl_msg *coord_msg(struct ctl_coord *c, uint16_t type, uint64_t epoch)
 	return &c->msg;
 }
 
+void coord_msg_streams(const struct ctl_coord *c, struct ctl_msg *m)
+{
+	m->nstreams = c->nstreams;
+	for (uint32_t t = 1; t < c->nstreams; t++) {
+		*ctl_msg_boundary(m, t) = c->boundary[t];
+	}
+}
+
 /* Sends REFUSE(@code) with the formatted text on @conn and closes it. */
 void coord_refuse(struct ctl_coord *c, uint32_t conn, uint32_t code, uint32_t hint, const char *fmt,
 		  ...)
@@ -193,7 +202,8 @@ static void send_view(struct ctl_coord *c, struct coord_slot *s)
 		return;
 	}
 	m = coord_msg(c, CTL_VIEW, c->epoch);
-	m->boundary = c->boundary;
+	m->boundary = c->boundary[0];
+	coord_msg_streams(c, m);
 	m->coord = c->cfg.host;
 	fill_members(c, m);
 	c->ops.send(c->ops.arg, s->conn, m);
@@ -210,6 +220,7 @@ static void send_propose(struct ctl_coord *c, struct coord_slot *s)
 	}
 	m = coord_msg(c, CTL_PROPOSE, c->prop_epoch);
 	m->coord = c->cfg.host;
+	m->nstreams = c->nstreams; /* the records' starts; its boundaries say nothing yet */
 	for (i = 0; i < c->n; i++) {
 		if (c->slots[i].in_prop) {
 			m->members[m->nmembers] = c->slots[i].rec;
@@ -399,12 +410,12 @@ static void coord_propose(struct ctl_coord *c, uint64_t now)
 	}
 }
 
-/* Boundary of the open proposal: the lowest op some stayer has not done when members are
- * removed or the ops in flight need another attempt, else past every stayer's next op plus
- * the slack (nobody waits). */
-static uint64_t prop_boundary(struct ctl_coord *c, int removal)
+/* Stream @t's boundary of the open proposal: the lowest op some stayer has not done when
+ * members are removed or the ops in flight need another attempt, else past every stayer's next
+ * op plus the slack (nobody waits). */
+static uint64_t prop_boundary(struct ctl_coord *c, int removal, uint32_t t)
 {
-	uint64_t b = removal ? UINT64_MAX : c->boundary;
+	uint64_t b = removal ? UINT64_MAX : c->boundary[t];
 	uint32_t i;
 
 	for (i = 0; i < c->n; i++) {
@@ -414,12 +425,12 @@ static uint64_t prop_boundary(struct ctl_coord *c, int removal)
 			continue;
 		}
 		if (removal) {
-			b = s->done_op < b ? s->done_op : b;
-		} else if (s->next_op + CTL_JOIN_SLACK > b) {
-			b = s->next_op + CTL_JOIN_SLACK;
+			b = s->done_op[t] < b ? s->done_op[t] : b;
+		} else if (s->next_op[t] + CTL_JOIN_SLACK > b) {
+			b = s->next_op[t] + CTL_JOIN_SLACK;
 		}
 	}
-	return b == UINT64_MAX ? c->boundary : b;
+	return b == UINT64_MAX ? c->boundary[t] : b;
 }
 
 /* Commits the open proposal: removed members are told and dropped, joiners become members,
@@ -429,8 +440,8 @@ void coord_commit(struct ctl_coord *c, uint64_t now)
 	uint8_t live[CTL_MAX_MEMBERS];
 	char why[CTL_TEXT_MAX];
 	int removal = 0;
-	uint64_t b, jb;
-	uint32_t i;
+	uint64_t b[CTL_STREAMS_MAX], jb[CTL_STREAMS_MAX];
+	uint32_t i, t;
 
 	/* The safety rule once more, over the members that answered: whatever the reason for
 	 * the change, the ones who go on must be a quorum of the epoch, or all the rest dead. */
@@ -448,11 +459,13 @@ void coord_commit(struct ctl_coord *c, uint64_t now)
 	for (i = 0; i < c->n; i++) {
 		removal |= c->slots[i].state == SLOT_IN && !c->slots[i].in_prop;
 	}
-	b = prop_boundary(c, removal);
 	/* A joiner starts past every stayer's next op even when the epoch reopens ops from @b:
 	 * the ops below that some stayer may have finished already, and nobody could serve a
-	 * newcomer their results. */
-	jb = removal ? prop_boundary(c, 0) : b;
+	 * newcomer their results. Each stream alike. */
+	for (t = 0; t < c->nstreams; t++) {
+		b[t] = prop_boundary(c, removal, t);
+		jb[t] = removal ? prop_boundary(c, 0, t) : b[t];
+	}
 	if (removal) {
 		/* This epoch reopens every op in flight: the retries asked so far are done. */
 		for (i = 0; i < COORD_LINKS; i++) {
@@ -495,23 +508,25 @@ void coord_commit(struct ctl_coord *c, uint64_t now)
 			s->deserted = 0;
 			s->reported = 0;
 			s->probing = 0;
-			s->rec.done = jb;
-			s->next_op = s->done_op = jb;
+			s->rec.done = jb[0];
+			for (t = 0; t < c->nstreams; t++) {
+				s->next_op[t] = s->done_op[t] = jb[t];
+				*ctl_rec_start(&s->rec, t) = jb[t];
+			}
 			s->last_rx = now;
-			s->rec.start = jb;
 		} else {
-			s->rec.done = s->done_op;
+			s->rec.done = s->done_op[0];
 		}
 		s->rec.flags = s->prop_flags;
 		s->ready = 0;
 		s->in_prop = 0;
 	}
 	c->epoch = c->prop_epoch;
-	c->boundary = b;
+	memcpy(c->boundary, b, c->nstreams * sizeof(b[0]));
 	c->prop_epoch = 0;
 	c->prop_retry = 0;
 	ftcc_log(FTCC_LOG_INFO, "control: group %s: epoch %" PRIu64 " from op %" PRIu64,
-		 c->cfg.group, c->epoch, c->boundary);
+		 c->cfg.group, c->epoch, c->boundary[0]);
 	for (i = 0; i < c->n; i++) {
 		if (c->slots[i].state == SLOT_IN) {
 			send_view(c, &c->slots[i]);
@@ -533,10 +548,11 @@ static void coord_form(struct ctl_coord *c, uint64_t now)
 	}
 	c->state = CTL_C_RUNNING;
 	c->epoch = ++c->max_epoch;
-	c->boundary = 0;
+	memset(c->boundary, 0, sizeof(c->boundary));
 	for (i = 0; i < c->n; i++) {
 		c->slots[i].rec.done = 0;
 		c->slots[i].rec.start = 0;
+		memset(c->slots[i].rec.xstart, 0, sizeof(c->slots[i].rec.xstart));
 		c->slots[i].last_rx = now;
 	}
 	ftcc_log(FTCC_LOG_INFO, "control: group %s formed: epoch %" PRIu64 ", %u members",
@@ -672,8 +688,8 @@ static void coord_heartbeat(struct ctl_coord *c)
 	uint32_t i;
 
 	for (i = 0; i < c->n; i++) {
-		if (c->slots[i].state == SLOT_IN && c->slots[i].done_op < settled) {
-			settled = c->slots[i].done_op;
+		if (c->slots[i].state == SLOT_IN && c->slots[i].done_op[0] < settled) {
+			settled = c->slots[i].done_op[0];
 		}
 	}
 	for (i = 0; i < c->n; i++) {

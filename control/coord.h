@@ -24,7 +24,8 @@ struct coord_slot {
 	uint32_t conn;		   /* its connection, CTL_CONN_NONE when none */
 	uint32_t abandoned_conn;   /* conn whose member said it lost us: its end is no evidence */
 	uint64_t last_rx;	   /* last frame from it */
-	uint64_t next_op, done_op; /* progress from its last HELLO, HB or ACK */
+	/* progress per stream from its last HELLO, HB or ACK */
+	uint64_t next_op[CTL_STREAMS_MAX], done_op[CTL_STREAMS_MAX];
 	int join;	    /* a process with this id asks to join (after the old one goes) */
 	uint32_t join_conn; /* its connection */
 	struct ctl_member_rec join_rec;
@@ -60,6 +61,7 @@ struct coord_link {
 	uint32_t retries;  /* retry epochs proposed for this streak */
 	uint64_t retry_at; /* the next retry epoch not before this (backoff) */
 	uint64_t seq;	   /* highest op a report of the streak failed in */
+	uint32_t stream;   /* ... in this stream (a report of another one starts over) */
 	uint32_t nrep;	   /* reports that count (not about a member that had not issued the op) */
 	int settled;	   /* every member has done that op since: the link carried it after all */
 	int shape; /* a SHAPE report asks for the epoch (not a link fault: counts nothing) */
@@ -74,9 +76,11 @@ struct ctl_coord {
 	uint32_t n;   /* == cfg.expected */
 	uint64_t gid; /* ctl_group_id(cfg.group) */
 	struct coord_slot *slots;
-	uint64_t epoch, boundary; /* committed (TAKEOVER: the adopted view's epoch) */
-	uint64_t max_epoch;	  /* highest number used or seen; never reused */
-	uint64_t prop_epoch;	  /* open proposal, 0 none */
+	uint64_t epoch;			    /* committed (TAKEOVER: the adopted view's epoch) */
+	uint64_t boundary[CTL_STREAMS_MAX]; /* the committed epoch's, per stream */
+	uint32_t nstreams;		    /* the group's streams (cfg.nstreams, at least 1) */
+	uint64_t max_epoch;		    /* highest number used or seen; never reused */
+	uint64_t prop_epoch;		    /* open proposal, 0 none */
 	uint64_t prop_start;
 	uint64_t start, last_tick, last_hb;
 	uint32_t stop_code;
@@ -111,12 +115,14 @@ void coord_probe(struct ctl_coord *c, uint32_t id, const char *why);
 /* A data link report from member @r about member @p (SUSPECT LINK, CUT or SILENCE) made in the
  * reporter's epoch @epoch while it ran op @seq. */
 void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uint64_t epoch,
-		       uint64_t seq, uint64_t now);
+		       uint32_t stream, uint64_t seq, uint64_t now);
 /* Member @r's frames of op @seq and member @p's carry different shapes (SUSPECT SHAPE): an
  * epoch reopens the ops in flight so that their resume exchange ends that op on every member.
  * No evidence against anyone, and no streak of the cut rule. */
-void coord_shape_report(struct ctl_coord *c, uint32_t r, uint32_t p, uint64_t epoch, uint64_t seq,
-			uint64_t now);
+void coord_shape_report(struct ctl_coord *c, uint32_t r, uint32_t p, uint64_t epoch,
+			uint32_t stream, uint64_t seq, uint64_t now);
+/* Puts the committed epoch's stream boundaries into @m (VIEW, PROPOSE). */
+void coord_msg_streams(const struct ctl_coord *c, struct ctl_msg *m);
 /* Timers of the link table: retry epochs owed, and links broken for good (the cut rule). */
 void coord_check_links(struct ctl_coord *c, uint64_t now);
 /* Every entry point calls this first: detects that this process did not run for a while. */

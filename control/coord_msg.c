@@ -74,8 +74,14 @@ static void coord_kick(struct ctl_coord *c, uint64_t now)
  * engine learns where it starts, and must not pull an epoch's boundary down to 0). */
 static void take_progress(struct coord_slot *s, const struct ctl_msg *m)
 {
-	s->next_op = m->next_op > s->rec.start ? m->next_op : s->rec.start;
-	s->done_op = m->done_op > s->rec.start ? m->done_op : s->rec.start;
+	for (uint32_t t = 0; t < m->nstreams && t < CTL_STREAMS_MAX; t++) {
+		uint64_t start = *ctl_rec_start(&s->rec, t);
+		uint64_t next = *ctl_msg_next((struct ctl_msg *)m, t);
+		uint64_t done = *ctl_msg_done((struct ctl_msg *)m, t);
+
+		s->next_op[t] = next > start ? next : start;
+		s->done_op[t] = done > start ? done : start;
+	}
 }
 
 /* Attaches @conn to member slot @s, closing a previous connection of the same member. */
@@ -200,7 +206,8 @@ static void hello_running(struct ctl_coord *c, struct coord_slot *s, uint32_t co
 			struct ctl_msg *v = coord_msg(c, CTL_VIEW, c->epoch);
 			uint32_t i;
 
-			v->boundary = c->boundary;
+			v->boundary = c->boundary[0];
+			coord_msg_streams(c, v);
 			v->coord = c->cfg.host;
 			for (i = 0; i < c->n; i++) {
 				if (c->slots[i].state == SLOT_IN) {
@@ -242,6 +249,13 @@ static void on_hello(struct ctl_coord *c, uint32_t conn, const struct ctl_msg *m
 		coord_refuse(c, conn, CTL_REF_PROTOCOL, CTL_NO_MEMBER,
 			     "member %u expecting %u members does not fit group %s of %u members",
 			     m->member, m->expected, c->cfg.group, c->n);
+		return;
+	}
+	if (m->nstreams != c->nstreams) {
+		coord_refuse(c, conn, CTL_REF_PROTOCOL, CTL_NO_MEMBER,
+			     "member %u has %u op streams; group %s has %u (the same on every "
+			     "member)",
+			     m->member, m->nstreams, c->cfg.group, c->nstreams);
 		return;
 	}
 	if (m->max_epoch > c->max_epoch) {
@@ -294,7 +308,7 @@ static void on_suspect(struct ctl_coord *c, uint32_t r, const struct ctl_msg *m,
 		return;
 	}
 	if (m->peer >= c->n || c->slots[m->peer].state != SLOT_IN || m->peer == r ||
-	    c->state != CTL_C_RUNNING) {
+	    c->state != CTL_C_RUNNING || m->stream >= c->nstreams) {
 		return;
 	}
 	switch (m->evidence) {
@@ -304,16 +318,16 @@ static void on_suspect(struct ctl_coord *c, uint32_t r, const struct ctl_msg *m,
 		coord_probe(c, m->peer, why);
 		break;
 	case CTL_EV_LINK:
-		coord_link_report(c, r, m->peer, 0, m->epoch, m->seq, now);
+		coord_link_report(c, r, m->peer, 0, m->epoch, m->stream, m->seq, now);
 		break;
 	case CTL_EV_SHAPE:
-		coord_shape_report(c, r, m->peer, m->epoch, m->seq, now);
+		coord_shape_report(c, r, m->peer, m->epoch, m->stream, m->seq, now);
 		break;
 	case CTL_EV_SILENCE:
 	case CTL_EV_CUT:
 		snprintf(why, sizeof(why), "member %u cannot reach member %u", r, m->peer);
 		coord_probe(c, m->peer, why);
-		coord_link_report(c, r, m->peer, 1, m->epoch, m->seq, now);
+		coord_link_report(c, r, m->peer, 1, m->epoch, m->stream, m->seq, now);
 		break;
 	default:
 		break;
@@ -470,7 +484,7 @@ size_t ctl_coord_status(const struct ctl_coord *c, char *buf, size_t len, uint64
 	ftcc_appendf(buf, len, &off,
 		     "group %s state %s epoch %" PRIu64 " boundary %" PRIu64
 		     " expected %u coordinator ",
-		     c->cfg.group, ctl_coord_state_name(c->state), c->epoch, c->boundary, c->n);
+		     c->cfg.group, ctl_coord_state_name(c->state), c->epoch, c->boundary[0], c->n);
 	if (c->cfg.host == CTL_NO_MEMBER) {
 		ftcc_appendf(buf, len, &off, "daemon");
 	} else {
@@ -494,7 +508,7 @@ size_t ctl_coord_status(const struct ctl_coord *c, char *buf, size_t len, uint64
 				     i, s->rec.incarnation,
 				     (s->rec.flags & CTL_MF_CONTRIB) ? "contributor" : "catch-up",
 				     s->conn != CTL_CONN_NONE ? "connected" : "disconnected",
-				     now - s->last_rx, s->done_op, s->next_op,
+				     now - s->last_rx, s->done_op[0], s->next_op[0],
 				     s->remove ? " (being removed)" : "");
 		}
 		if (s->state != SLOT_IN && s->gone_epoch) {

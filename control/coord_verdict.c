@@ -170,19 +170,32 @@ static int fresh(const struct ctl_coord *c, const struct coord_slot *s, uint64_t
 	return now - s->last_rx <= w;
 }
 
-/* The lowest op some member of the epoch has not done. */
-static uint64_t group_done(const struct ctl_coord *c)
+/* The lowest op of stream @t some member of the epoch has not done. */
+static uint64_t group_done(const struct ctl_coord *c, uint32_t t)
 {
 	uint64_t lo = UINT64_MAX;
 
 	for (uint32_t i = 0; i < c->n; i++) {
 		const struct coord_slot *s = &c->slots[i];
 
-		if (s->state == SLOT_IN && !s->remove && s->done_op < lo) {
-			lo = s->done_op;
+		if (s->state == SLOT_IN && !s->remove && s->done_op[t] < lo) {
+			lo = s->done_op[t];
 		}
 	}
 	return lo;
+}
+
+/* A report of the streak of @l failed in op @seq of stream @t. */
+static void link_seq(struct coord_link *l, uint32_t t, uint64_t seq)
+{
+	if (l->stream != t) {
+		/* ops of two streams do not compare: the newer report's op stands for the streak
+		 * (it is settled once every member has done that one) */
+		l->stream = t;
+		l->seq = seq;
+		return;
+	}
+	l->seq = seq > l->seq ? seq : l->seq;
 }
 
 static struct coord_link *link_get(struct ctl_coord *c, uint32_t a, uint32_t b, uint64_t now)
@@ -213,7 +226,7 @@ static struct coord_link *link_get(struct ctl_coord *c, uint32_t a, uint32_t b, 
 }
 
 void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uint64_t epoch,
-		       uint64_t seq, uint64_t now)
+		       uint32_t t, uint64_t seq, uint64_t now)
 {
 	uint32_t a = r < p ? r : p, b = r < p ? p : r;
 	struct coord_link *l;
@@ -236,9 +249,9 @@ void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uin
 	 * their data planes do not know the reporter (no answer to it) until their next attempt.
 	 * Otherwise the accused, in an op (on another lane: FTCC_LANES), answers connections
 	 * meanwhile, and silence from it is a cut. */
-	straggler = cut && c->slots[p].next_op <= seq &&
-		    (c->slots[p].done_op >= c->slots[p].next_op ||
-		     c->slots[r].rec.start > c->slots[p].done_op);
+	straggler = cut && c->slots[p].next_op[t] <= seq &&
+		    (c->slots[p].done_op[t] >= c->slots[p].next_op[t] ||
+		     *ctl_rec_start(&c->slots[r].rec, t) > c->slots[p].done_op[t]);
 	if (straggler) {
 		/* The reporter gets another attempt; nothing counts. */
 		cut = 0;
@@ -251,12 +264,12 @@ void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uin
 		}
 		l->last = now;
 		l->cut |= cut;
-		l->seq = seq > l->seq ? seq : l->seq;
+		link_seq(l, t, seq);
 		l->nrep++;
 	}
 	/* The ops in flight need another attempt unless an epoch committed since the one the
 	 * reporter failed in reopened its op already (the boundary is at or below it). */
-	if (!cut && (epoch >= c->epoch || c->boundary > seq)) {
+	if (!cut && (epoch >= c->epoch || c->boundary[t] > seq)) {
 		l->want_retry = 1;
 	}
 	ftcc_log(
@@ -271,8 +284,8 @@ void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uin
 		epoch, seq);
 }
 
-void coord_shape_report(struct ctl_coord *c, uint32_t r, uint32_t p, uint64_t epoch, uint64_t seq,
-			uint64_t now)
+void coord_shape_report(struct ctl_coord *c, uint32_t r, uint32_t p, uint64_t epoch, uint32_t t,
+			uint64_t seq, uint64_t now)
 {
 	struct coord_link *l;
 
@@ -292,10 +305,10 @@ void coord_shape_report(struct ctl_coord *c, uint32_t r, uint32_t p, uint64_t ep
 		l->last = now; /* keeps the entry for the timeout; it counts no fault */
 	}
 	l->shape = 1;
-	l->seq = seq > l->seq ? seq : l->seq;
+	link_seq(l, t, seq);
 	/* An open retry proposal reopens the op already (both ends report, and again every
 	 * 100 ms): asking once more would only make a second epoch right after it. */
-	if ((epoch >= c->epoch || c->boundary > seq) && !(c->prop_epoch && c->prop_retry)) {
+	if ((epoch >= c->epoch || c->boundary[t] > seq) && !(c->prop_epoch && c->prop_retry)) {
 		l->want_retry = 1;
 	}
 	ftcc_log(FTCC_LOG_INFO,
@@ -436,7 +449,7 @@ void coord_check_links(struct ctl_coord *c, uint64_t now)
 			l->a = l->b = 0; /* over, or one end is gone: not a link matter any more */
 			continue;
 		}
-		if (l->nrep && group_done(c) > l->seq) {
+		if (l->nrep && group_done(c, l->stream) > l->seq) {
 			l->settled = 1; /* every member has done the failed op since */
 		}
 		if (l->settled || !heard(c, &c->slots[l->a], now) ||

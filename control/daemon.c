@@ -70,6 +70,7 @@ static struct daemon_group *daemon_group_new(struct ctl_daemon *d, const struct 
 {
 	struct daemon_group *g = calloc(1, sizeof(*g));
 	struct ctl_coord_cfg cfg = { .expected = hello->expected,
+				     .nstreams = hello->nstreams, /* the first member's */
 				     .host = CTL_NO_MEMBER,
 				     .timeout_ms = d->t.timeout_ms,
 				     .hb_ms = d->t.hb_ms,

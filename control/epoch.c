@@ -22,7 +22,7 @@ static struct epoch_hdr *epoch_hdr(const struct ctl_epoch *e)
 	return (struct epoch_hdr *)((char *)(uintptr_t)e - sizeof(struct epoch_hdr));
 }
 
-struct ctl_epoch *rt_epoch_make(const struct ctl_epoch_rec *r, uint32_t self)
+struct ctl_epoch *rt_epoch_make(const struct ctl_epoch_rec *r, uint32_t self, uint32_t stream)
 {
 	size_t size = sizeof(struct epoch_hdr) + sizeof(struct ctl_epoch) +
 		      (size_t)r->nmembers * sizeof(struct ctl_member_rec);
@@ -34,7 +34,8 @@ struct ctl_epoch *rt_epoch_make(const struct ctl_epoch_rec *r, uint32_t self)
 
 	struct ctl_epoch *e = (struct ctl_epoch *)(h + 1);
 	e->epoch = r->epoch;
-	e->boundary = r->boundary;
+	e->stream = stream;
+	e->boundary = ctl_epoch_rec_boundary(r, stream);
 	e->coord = r->coord;
 	e->nmembers = r->nmembers;
 	e->self_index = -1;
@@ -43,6 +44,8 @@ struct ctl_epoch *rt_epoch_make(const struct ctl_epoch_rec *r, uint32_t self)
 	for (uint32_t i = 0; i < r->nmembers; i++) {
 		if (e->members[i].id == self)
 			e->self_index = (int)i;
+		if (stream)
+			e->members[i].start = e->members[i].xstart[stream - 1];
 	}
 	return e;
 }
@@ -62,23 +65,24 @@ void ctl_epoch_put(const struct ctl_epoch *e)
 		free(h);
 }
 
-const struct ctl_epoch *rt_epoch_cache_find(const struct rt_epoch_cache *c, uint64_t epoch)
+const struct ctl_epoch *rt_epoch_cache_find(const struct rt_epoch_cache *c, uint64_t epoch,
+					    uint32_t stream)
 {
 	for (unsigned i = 0; i < RT_EPOCH_CACHE; i++) {
-		if (c->e[i] && c->e[i]->epoch == epoch)
+		if (c->e[i] && c->e[i]->epoch == epoch && c->e[i]->stream == stream)
 			return c->e[i];
 	}
 	return NULL;
 }
 
 const struct ctl_epoch *rt_epoch_cache_get(struct rt_epoch_cache *c, const struct ctl_epoch_rec *r,
-					   uint32_t self)
+					   uint32_t self, uint32_t stream)
 {
-	const struct ctl_epoch *e = rt_epoch_cache_find(c, r->epoch);
+	const struct ctl_epoch *e = rt_epoch_cache_find(c, r->epoch, stream);
 
 	if (e)
 		return e;
-	e = rt_epoch_make(r, self);
+	e = rt_epoch_make(r, self, stream);
 	if (!e)
 		return NULL;
 	ctl_epoch_put(c->e[c->next]);

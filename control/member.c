@@ -23,8 +23,11 @@
 
 void member_prep(struct ctl_member *m)
 {
-	ctl_msm_progress(m->msm, atomic_load_explicit(&m->next_op, memory_order_relaxed),
-			 atomic_load_explicit(&m->done_op, memory_order_relaxed));
+	for (uint32_t t = 0; t < m->nstreams; t++) {
+		ctl_msm_progress_s(m->msm, t,
+				   atomic_load_explicit(&m->next_op[t], memory_order_relaxed),
+				   atomic_load_explicit(&m->done_op[t], memory_order_relaxed));
+	}
 }
 
 /* "0,1,3" for the members of @e (the first ones, then "+N": the text fits @len). */
@@ -53,7 +56,7 @@ void member_publish(struct ctl_member *m)
 
 	const struct ctl_epoch_rec *r = ctl_msm_view(m->msm);
 	if (r && (!m->cur || m->cur->epoch != r->epoch)) {
-		const struct ctl_epoch *e = rt_epoch_cache_get(&m->cache, r, m->id);
+		const struct ctl_epoch *e = rt_epoch_cache_get(&m->cache, r, m->id, 0);
 
 		if (e) {
 			char ids[256];
@@ -112,6 +115,8 @@ static int check_cfg(const struct ctl_member_cfg *cfg)
 			       CTL_INFO_MAX);
 	if (cfg->catchup && !cfg->join)
 		return bad_cfg("catchup: only with join");
+	if (cfg->nstreams > CTL_STREAMS_MAX)
+		return bad_cfg("nstreams: %u is not in 1..%d", cfg->nstreams, CTL_STREAMS_MAX);
 	if (cfg->timeout_ms < 0 || cfg->hb_ms < 0 || cfg->connect_timeout_ms < 0)
 		return bad_cfg("timeout_ms, hb_ms, connect_timeout_ms: negative");
 	return 0;
@@ -250,6 +255,7 @@ static void member_msm_cfg(const struct ctl_member *m, const struct ctl_member_c
 	sc->timeout_ms = m->t.timeout_ms;
 	sc->hb_ms = m->t.hb_ms;
 	sc->connect_timeout_ms = m->t.connect_ms;
+	sc->nstreams = m->nstreams;
 	sc->info_len = (uint16_t)cfg->info_len;
 	if (cfg->info_len)
 		memcpy(sc->info, cfg->info, cfg->info_len);
@@ -287,6 +293,7 @@ static int member_start(struct ctl_member *m, const struct ctl_member_cfg *cfg)
 	snprintf(m->group, sizeof(m->group), "%s", cfg->group);
 	m->id = cfg->id;
 	m->expected = cfg->expected;
+	m->nstreams = cfg->nstreams ? cfg->nstreams : 1;
 	m->on_change = cfg->on_change;
 	m->on_change_arg = cfg->on_change_arg;
 	m->route.host = &m->host;
@@ -448,31 +455,54 @@ int ctl_member_wait(struct ctl_member *m, uint64_t min_epoch, int timeout_ms)
 
 void ctl_member_view(struct ctl_member *m, struct ctl_view *v)
 {
+	ctl_member_view_s(m, 0, v);
+}
+
+void ctl_member_view_s(struct ctl_member *m, uint32_t stream, struct ctl_view *v)
+{
 	pthread_mutex_lock(&m->lock);
 	v->state = m->state;
 	v->self = m->id;
 	v->e = m->cur ? rt_epoch_get(m->cur) : NULL;
+	if (v->e && stream && stream < m->nstreams) {
+		/* the newest epoch as that stream sees it (out of memory: no epoch, as before the
+		 * first; the caller looks again at the next change) */
+		const struct ctl_epoch_rec *r = ctl_msm_view(m->msm);
+		const struct ctl_epoch *e =
+			r ? rt_epoch_cache_get(&m->cache, r, m->id, stream) : NULL;
+
+		ctl_epoch_put(v->e);
+		v->e = e ? rt_epoch_get(e) : NULL;
+	}
 	snprintf(v->reason, sizeof(v->reason), "%s", ctl_msm_reason(m->msm));
 	pthread_mutex_unlock(&m->lock);
 }
 
 int ctl_member_op_epoch(struct ctl_member *m, uint64_t seq, const struct ctl_epoch **out)
 {
+	return ctl_member_op_epoch_s(m, 0, seq, out);
+}
+
+int ctl_member_op_epoch_s(struct ctl_member *m, uint32_t stream, uint64_t seq,
+			  const struct ctl_epoch **out)
+{
 	const struct ctl_epoch_rec *r;
 	int fenced = 0, rc;
 
 	*out = NULL;
+	if (stream >= m->nstreams)
+		return -EINVAL;
 	pthread_mutex_lock(&m->lock);
 	rc = final_error(m->state);
 	if (rc)
 		goto unlock;
-	r = ctl_msm_op_epoch(m->msm, seq, &fenced);
+	r = ctl_msm_op_epoch_s(m->msm, stream, seq, &fenced);
 	if (fenced) {
 		rc = -EAGAIN;
 	} else if (!r) {
 		rc = ctl_msm_view(m->msm) ? -ERANGE : -EAGAIN;
 	} else {
-		const struct ctl_epoch *e = rt_epoch_cache_get(&m->cache, r, m->id);
+		const struct ctl_epoch *e = rt_epoch_cache_get(&m->cache, r, m->id, stream);
 
 		if (e)
 			*out = rt_epoch_get(e);
@@ -484,29 +514,51 @@ unlock:
 	return rc;
 }
 
-void ctl_member_issued(struct ctl_member *m, uint64_t next_op)
+void ctl_member_issued_s(struct ctl_member *m, uint32_t stream, uint64_t next_op)
 {
-	uint64_t cur = atomic_load_explicit(&m->next_op, memory_order_relaxed);
+	if (stream >= m->nstreams)
+		return;
+	uint64_t cur = atomic_load_explicit(&m->next_op[stream], memory_order_relaxed);
 
 	while (cur < next_op &&
-	       !atomic_compare_exchange_weak_explicit(&m->next_op, &cur, next_op,
+	       !atomic_compare_exchange_weak_explicit(&m->next_op[stream], &cur, next_op,
 						      memory_order_relaxed, memory_order_relaxed)) {
 	}
 }
 
+void ctl_member_issued(struct ctl_member *m, uint64_t next_op)
+{
+	ctl_member_issued_s(m, 0, next_op);
+}
+
+void ctl_member_progress_s(struct ctl_member *m, uint32_t stream, uint64_t next_op,
+			   uint64_t done_op)
+{
+	if (stream >= m->nstreams)
+		return;
+	ctl_member_issued_s(m, stream, next_op);
+	atomic_store_explicit(&m->done_op[stream], done_op, memory_order_relaxed);
+}
+
 void ctl_member_progress(struct ctl_member *m, uint64_t next_op, uint64_t done_op)
 {
-	ctl_member_issued(m, next_op);
-	atomic_store_explicit(&m->done_op, done_op, memory_order_relaxed);
+	ctl_member_progress_s(m, 0, next_op, done_op);
 }
 
 int ctl_member_suspect(struct ctl_member *m, uint32_t peer, enum ctl_evidence ev, uint64_t seq)
 {
-	if (!m || peer >= m->expected || ev < CTL_EV_DEATH || ev > CTL_EV_MAX)
+	return ctl_member_suspect_s(m, peer, ev, 0, seq);
+}
+
+int ctl_member_suspect_s(struct ctl_member *m, uint32_t peer, enum ctl_evidence ev, uint32_t stream,
+			 uint64_t seq)
+{
+	if (!m || peer >= m->expected || ev < CTL_EV_DEATH || ev > CTL_EV_MAX ||
+	    stream >= m->nstreams)
 		return -EINVAL;
 	pthread_mutex_lock(&m->lock);
 	member_prep(m);
-	ctl_msm_suspect(m->msm, peer, ev, seq, rt_now_ms());
+	ctl_msm_suspect_s(m->msm, peer, ev, stream, seq, rt_now_ms());
 	member_publish(m);
 	pthread_mutex_unlock(&m->lock);
 	rt_wake(m->wake_fd);
@@ -526,14 +578,19 @@ int ctl_member_leave(struct ctl_member *m, const char *reason)
 	return 0;
 }
 
-uint64_t ctl_member_admitted(struct ctl_member *m)
+uint64_t ctl_member_admitted_s(struct ctl_member *m, uint32_t stream)
 {
 	uint64_t a;
 
 	pthread_mutex_lock(&m->lock);
-	a = ctl_msm_admitted(m->msm);
+	a = ctl_msm_admitted_s(m->msm, stream);
 	pthread_mutex_unlock(&m->lock);
 	return a;
+}
+
+uint64_t ctl_member_admitted(struct ctl_member *m)
+{
+	return ctl_member_admitted_s(m, 0);
 }
 
 int ctl_member_ready(struct ctl_member *m)

@@ -66,7 +66,9 @@ struct ctl_member {
 	bool dirty;  /* the msm said changed(): republish */
 	bool notify; /* cfg.on_change is owed */
 
-	_Atomic uint64_t next_op, done_op; /* ctl_member_progress(), lock-free */
+	uint32_t nstreams;
+	/* ctl_member_progress(), lock-free, per stream */
+	_Atomic uint64_t next_op[CTL_STREAMS_MAX], done_op[CTL_STREAMS_MAX];
 
 	bool stopping;	  /* ctl_member_destroy() is waiting for the thread */
 	uint64_t stop_at; /* ... which gives up flushing then */

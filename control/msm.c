@@ -11,50 +11,9 @@
 
 #include "ftcc/ctl_sm.h"
 #include "ftcc/log.h"
+#include "msm_int.h"
 
-#define MSM_HIST 8 /* committed epochs kept for op lookups */
-
-enum msm_link { LINK_NONE = 0, LINK_CONNECTING, LINK_OPEN };
-/* What this member knows of another (of the coordinator, mostly): nothing, that it is gone
- * (its port refused us), silent, or that it left on purpose (proof that it is out). */
-enum msm_ev { EV_NONE = 0, EV_DEAD, EV_SILENT, EV_LEFT };
-
-struct ctl_msm {
-	struct ctl_msm_cfg cfg;
-	struct ctl_msm_ops ops;
-	enum ctl_member_state state;
-	char reason[CTL_TEXT_MAX];
-
-	struct ctl_epoch_rec hist[MSM_HIST]; /* ring of committed epochs, newest at head */
-	unsigned nhist, head;
-	uint64_t max_epoch; /* highest number seen, proposals included */
-
-	enum msm_link link;
-	uint32_t target;	   /* whom the link goes to */
-	uint64_t last_rx, last_hb; /* on the link */
-	uint64_t retry_at;	   /* no link: connect again at this time (0: now) */
-	uint32_t coord;		   /* believed coordinator */
-	uint8_t *evidence;	   /* per id: enum msm_ev, reset by every VIEW */
-	uint32_t lost;		   /* SEARCH: the coordinator that was lost */
-	uint64_t deadline;	   /* BOOT/JOINING/SEARCH: give up (LOST) at this time */
-	uint32_t join_next;	   /* JOINING: next id to ask */
-	int hosting;		   /* embedded: a coordinator is hosted here */
-	uint32_t redials;	   /* ACTIVE: connects to the coordinator since its link ended */
-	uint64_t admitted;	   /* its first op, from its record in the newest view */
-
-	uint64_t next_op, done_op;
-	uint64_t prop_epoch; /* open proposal ACKed, 0 none */
-	uint64_t fence;	     /* ops at or past it wait while a proposal is open */
-	int ready_pending;   /* READY to send once in an epoch with a link */
-	uint64_t last_tick;
-
-	struct ctl_msg msg; /* scratch */
-	struct ctl_member_rec *scratch;
-};
-
-static void set_reason(struct ctl_msm *s, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void set_reason(struct ctl_msm *s, const char *fmt, ...)
+void msm_set_reason(struct ctl_msm *s, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -76,7 +35,7 @@ static void changed(struct ctl_msm *s)
 }
 
 /* Final state @st with the reason already set; closes the link. */
-static void finish(struct ctl_msm *s, enum ctl_member_state st)
+void msm_finish(struct ctl_msm *s, enum ctl_member_state st)
 {
 	if (s->link != LINK_NONE) {
 		s->ops.disconnect(s->ops.arg);
@@ -89,12 +48,12 @@ static void finish(struct ctl_msm *s, enum ctl_member_state st)
 	changed(s);
 }
 
-static int is_final(const struct ctl_msm *s)
+int msm_is_final(const struct ctl_msm *s)
 {
 	return s->state == CTL_M_LOST || s->state == CTL_M_REMOVED || s->state == CTL_M_LEFT;
 }
 
-static struct ctl_msg *msm_msg(struct ctl_msm *s, uint16_t type)
+struct ctl_msg *msm_msg(struct ctl_msm *s, uint16_t type)
 {
 	struct ctl_epoch_rec *e = newest(s);
 
@@ -104,12 +63,19 @@ static struct ctl_msg *msm_msg(struct ctl_msm *s, uint16_t type)
 	s->msg.type = type;
 	s->msg.group_id = ctl_group_id(s->cfg.group);
 	s->msg.epoch = e ? e->epoch : 0;
-	s->msg.next_op = s->next_op;
-	s->msg.done_op = s->done_op;
+	s->msg.next_op = s->next_op[0];
+	s->msg.done_op = s->done_op[0];
+	if (type == CTL_HELLO || type == CTL_ACK || type == CTL_HB) {
+		s->msg.nstreams = s->nstreams;
+		for (uint32_t t = 1; t < s->nstreams; t++) {
+			*ctl_msg_next(&s->msg, t) = s->next_op[t];
+			*ctl_msg_done(&s->msg, t) = s->done_op[t];
+		}
+	}
 	return &s->msg;
 }
 
-static void send(struct ctl_msm *s, struct ctl_msg *m)
+void msm_send(struct ctl_msm *s, struct ctl_msg *m)
 {
 	if (s->link == LINK_OPEN) {
 		s->ops.send(s->ops.arg, m);
@@ -165,6 +131,7 @@ static void host_cfg(struct ctl_msm *s, struct ctl_coord_cfg *cc, int takeover)
 	cc->timeout_ms = s->cfg.timeout_ms;
 	cc->hb_ms = s->cfg.hb_ms;
 	cc->form_timeout_ms = s->cfg.connect_timeout_ms;
+	cc->nstreams = s->nstreams;
 	cc->suspect = CTL_NO_MEMBER;
 	if (!takeover || !e) {
 		return;
@@ -201,8 +168,8 @@ static void search_next(struct ctl_msm *s, uint64_t now)
 		}
 	}
 	if (cand == CTL_NO_MEMBER) {
-		set_reason(s, "no member of group %s is reachable", s->cfg.group);
-		finish(s, CTL_M_LOST);
+		msm_set_reason(s, "no member of group %s is reachable", s->cfg.group);
+		msm_finish(s, CTL_M_LOST);
 		return;
 	}
 	if (cand == s->cfg.id && !s->hosting) {
@@ -227,7 +194,7 @@ static void lose(struct ctl_msm *s, enum msm_ev ev, uint64_t now)
 
 		m->peer = who;
 		m->evidence = CTL_EV_SILENCE;
-		send(s, m);
+		msm_send(s, m);
 	}
 	if (s->link != LINK_NONE) {
 		s->ops.disconnect(s->ops.arg);
@@ -287,12 +254,15 @@ struct ctl_msm *ctl_msm_create(const struct ctl_msm_cfg *cfg, const struct ctl_m
 	}
 	s->coord = CTL_NO_MEMBER;
 	s->lost = CTL_NO_MEMBER;
-	s->fence = UINT64_MAX;
+	s->nstreams = cfg->nstreams ? cfg->nstreams : 1;
+	for (i = 0; i < CTL_STREAMS_MAX; i++) {
+		s->fence[i] = UINT64_MAX;
+	}
 	s->last_tick = now;
 	/* past the coordinator's own formation deadline, so its verdict (naming who is
 	 * missing) arrives first */
 	s->deadline = now + cfg->connect_timeout_ms + 2 * cfg->hb_ms;
-	set_reason(s, "starting");
+	msm_set_reason(s, "starting");
 	if (cfg->join) {
 		s->state = CTL_M_JOINING;
 		s->join_next = cfg->daemon ? CTL_NO_MEMBER : (cfg->id == 0 && cfg->expected > 1);
@@ -370,7 +340,7 @@ void ctl_msm_on_connected(struct ctl_msm *s, uint64_t now)
 	self = self == CTL_NO_MEMBER ? 0 : self;
 	m->members[self].info_len = s->cfg.info_len;
 	memcpy(m->members[self].info, s->cfg.info, s->cfg.info_len);
-	send(s, m);
+	msm_send(s, m);
 }
 
 /* Whether the member list of VIEW or PROPOSE @m fits this group: ids below the group's size
@@ -393,7 +363,7 @@ static void on_view(struct ctl_msm *s, const struct ctl_msg *m)
 {
 	struct ctl_epoch_rec *e = newest(s), *n;
 	int in = 0, contrib = 0;
-	uint64_t start = 0;
+	const struct ctl_member_rec *self = NULL;
 	uint32_t i;
 
 	if (!ids_fit(s, m)) {
@@ -413,13 +383,15 @@ static void on_view(struct ctl_msm *s, const struct ctl_msg *m)
 		    m->members[i].incarnation == s->cfg.incarnation) {
 			in = 1;
 			contrib = (m->members[i].flags & CTL_MF_CONTRIB) != 0;
-			start = m->members[i].start;
+			self = &m->members[i];
 		}
 	}
 	if (!in) {
 		return;
 	}
-	s->admitted = start;
+	for (i = 0; i < CTL_STREAMS_MAX; i++) {
+		s->admitted[i] = i ? self->xstart[i - 1] : self->start;
+	}
 	s->head = s->nhist ? (s->head + 1) % MSM_HIST : 0;
 	if (s->nhist < MSM_HIST) {
 		s->nhist++;
@@ -427,12 +399,15 @@ static void on_view(struct ctl_msm *s, const struct ctl_msg *m)
 	n = &s->hist[s->head];
 	n->epoch = m->epoch;
 	n->boundary = m->boundary;
+	memcpy(n->xboundary, m->xboundary, sizeof(n->xboundary));
 	n->coord = m->coord;
 	n->nmembers = m->nmembers;
 	memcpy(n->members, m->members, m->nmembers * sizeof(*m->members));
 	s->coord = s->cfg.daemon ? CTL_NO_MEMBER : m->coord;
 	s->prop_epoch = 0;
-	s->fence = UINT64_MAX;
+	for (i = 0; i < CTL_STREAMS_MAX; i++) {
+		s->fence[i] = UINT64_MAX;
+	}
 	memset(s->evidence, 0, s->cfg.expected);
 	s->lost = CTL_NO_MEMBER;
 	s->redials = 0;
@@ -442,12 +417,12 @@ static void on_view(struct ctl_msm *s, const struct ctl_msg *m)
 		s->ops.host(s->ops.arg, NULL);
 	}
 	s->state = CTL_M_ACTIVE;
-	set_reason(s, "in epoch %" PRIu64 " from op %" PRIu64 " with %u members", n->epoch,
-		   n->boundary, n->nmembers);
+	msm_set_reason(s, "in epoch %" PRIu64 " from op %" PRIu64 " with %u members", n->epoch,
+		       n->boundary, n->nmembers);
 	if (s->ready_pending && !contrib) {
 		struct ctl_msg *r = msm_msg(s, CTL_READY);
 
-		send(s, r);
+		msm_send(s, r);
 	}
 	s->ready_pending = 0;
 	changed(s);
@@ -490,8 +465,8 @@ static void on_refuse(struct ctl_msm *s, const struct ctl_msg *m, uint64_t now)
 		s->retry_at = now + (s->cfg.hb_ms < 10 ? s->cfg.hb_ms : 10);
 		return;
 	case CTL_REF_STALE:
-		set_reason(s, "%s", m->text);
-		finish(s, CTL_M_REMOVED);
+		msm_set_reason(s, "%s", m->text);
+		msm_finish(s, CTL_M_REMOVED);
 		return;
 	case CTL_REF_CLOSED:
 	case CTL_REF_LEFT:
@@ -501,19 +476,19 @@ static void on_refuse(struct ctl_msm *s, const struct ctl_msg *m, uint64_t now)
 			lose(s, m->code == CTL_REF_LEFT ? EV_LEFT : EV_DEAD, now);
 			return;
 		}
-		set_reason(s, "%s", m->text);
-		finish(s, CTL_M_LOST);
+		msm_set_reason(s, "%s", m->text);
+		msm_finish(s, CTL_M_LOST);
 		return;
 	default:
-		set_reason(s, "%s", m->text[0] ? m->text : ctl_refuse_name(m->code));
-		finish(s, CTL_M_LOST);
+		msm_set_reason(s, "%s", m->text[0] ? m->text : ctl_refuse_name(m->code));
+		msm_finish(s, CTL_M_LOST);
 		return;
 	}
 }
 
 void ctl_msm_on_msg(struct ctl_msm *s, const struct ctl_msg *m, uint64_t now)
 {
-	if (is_final(s) || s->link != LINK_OPEN) {
+	if (msm_is_final(s) || s->link != LINK_OPEN) {
 		return;
 	}
 	s->last_rx = now;
@@ -539,10 +514,12 @@ void ctl_msm_on_msg(struct ctl_msm *s, const struct ctl_msg *m, uint64_t now)
 			break;
 		}
 		s->prop_epoch = m->epoch;
-		s->fence = s->next_op + CTL_JOIN_SLACK;
+		for (i = 0; i < s->nstreams; i++) {
+			s->fence[i] = s->next_op[i] + CTL_JOIN_SLACK;
+		}
 		a = msm_msg(s, CTL_ACK);
 		a->epoch = m->epoch;
-		send(s, a);
+		msm_send(s, a);
 		break;
 	}
 	case CTL_HB:
@@ -558,7 +535,7 @@ void ctl_msm_on_msg(struct ctl_msm *s, const struct ctl_msg *m, uint64_t now)
 
 void ctl_msm_on_close(struct ctl_msm *s, int refused, int death, uint64_t now)
 {
-	if (is_final(s) || s->link == LINK_NONE) {
+	if (msm_is_final(s) || s->link == LINK_NONE) {
 		return;
 	}
 	s->link = LINK_NONE;
@@ -613,7 +590,7 @@ void ctl_msm_on_close(struct ctl_msm *s, int refused, int death, uint64_t now)
 
 void ctl_msm_tick(struct ctl_msm *s, uint64_t now)
 {
-	if (is_final(s)) {
+	if (msm_is_final(s)) {
 		return;
 	}
 	/* A gap this long means this process did not run: the silence was ours. */
@@ -635,7 +612,7 @@ void ctl_msm_tick(struct ctl_msm *s, uint64_t now)
 		}
 		if (now - s->last_hb >= s->cfg.hb_ms) {
 			s->last_hb = now;
-			send(s, msm_msg(s, CTL_HB));
+			msm_send(s, msm_msg(s, CTL_HB));
 		}
 	} else if (s->state == CTL_M_ACTIVE && now - s->last_rx > s->cfg.timeout_ms) {
 		/* the coordinator's link stayed down (or connecting) for the failure timeout */
@@ -652,7 +629,7 @@ void ctl_msm_tick(struct ctl_msm *s, uint64_t now)
 			connect_to(s, s->coord);
 		}
 	}
-	if (is_final(s)) {
+	if (msm_is_final(s)) {
 		return;
 	}
 	if (s->state != CTL_M_ACTIVE && now > s->deadline) {
@@ -661,140 +638,16 @@ void ctl_msm_tick(struct ctl_msm *s, uint64_t now)
 
 			if (!s->cfg.daemon)
 				snprintf(who, sizeof(who), "member %u", s->lost);
-			set_reason(s,
-				   "lost the coordinator of group %s (%s) and found neither it nor "
-				   "a successor with a majority within %" PRIu64 " ms",
-				   s->cfg.group, who, 3 * s->cfg.timeout_ms);
+			msm_set_reason(
+				s,
+				"lost the coordinator of group %s (%s) and found neither it nor "
+				"a successor with a majority within %" PRIu64 " ms",
+				s->cfg.group, who, 3 * s->cfg.timeout_ms);
 		} else {
-			set_reason(s, "could not %s group %s within %" PRIu64 " ms",
-				   s->state == CTL_M_JOINING ? "join" : "form", s->cfg.group,
-				   s->cfg.connect_timeout_ms);
+			msm_set_reason(s, "could not %s group %s within %" PRIu64 " ms",
+				       s->state == CTL_M_JOINING ? "join" : "form", s->cfg.group,
+				       s->cfg.connect_timeout_ms);
 		}
-		finish(s, CTL_M_LOST);
+		msm_finish(s, CTL_M_LOST);
 	}
-}
-
-void ctl_msm_progress(struct ctl_msm *s, uint64_t next_op, uint64_t done_op)
-{
-	s->next_op = next_op;
-	s->done_op = done_op;
-}
-
-void ctl_msm_suspect(struct ctl_msm *s, uint32_t peer, enum ctl_evidence ev, uint64_t seq,
-		     uint64_t now)
-{
-	struct ctl_msg *m;
-
-	(void)now;
-	if (is_final(s) || peer >= s->cfg.expected || peer == s->cfg.id ||
-	    s->state != CTL_M_ACTIVE) {
-		return;
-	}
-	m = msm_msg(s, CTL_SUSPECT);
-	m->peer = peer;
-	m->evidence = ev;
-	m->seq = seq;
-	send(s, m);
-}
-
-int ctl_msm_ready(struct ctl_msm *s, uint64_t now)
-{
-	(void)now;
-	if (!s->cfg.catchup || is_final(s)) {
-		return -EINVAL;
-	}
-	if (s->state == CTL_M_ACTIVE && s->link == LINK_OPEN) {
-		send(s, msm_msg(s, CTL_READY));
-	} else {
-		s->ready_pending = 1;
-	}
-	return 0;
-}
-
-void ctl_msm_leave(struct ctl_msm *s, const char *reason, uint64_t now)
-{
-	(void)now;
-	if (is_final(s)) {
-		return;
-	}
-	if (s->link == LINK_OPEN) {
-		struct ctl_msg *m = msm_msg(s, CTL_LEAVE);
-
-		snprintf(m->text, sizeof(m->text), "%s", reason ? reason : "");
-		send(s, m);
-	}
-	set_reason(s, "left group %s: %s", s->cfg.group,
-		   reason && reason[0] ? reason : "no reason given");
-	finish(s, CTL_M_LEFT);
-}
-
-enum ctl_member_state ctl_msm_state(const struct ctl_msm *s)
-{
-	return s->state;
-}
-
-const char *ctl_msm_reason(const struct ctl_msm *s)
-{
-	return s->reason;
-}
-
-const struct ctl_epoch_rec *ctl_msm_view(const struct ctl_msm *s)
-{
-	return s->nhist ? &s->hist[s->head] : NULL;
-}
-
-const struct ctl_epoch_rec *ctl_msm_op_epoch(const struct ctl_msm *s, uint64_t seq, int *fenced)
-{
-	unsigned k;
-
-	*fenced = s->prop_epoch != 0 && seq >= s->fence;
-	for (k = 0; k < s->nhist; k++) {
-		const struct ctl_epoch_rec *e = &s->hist[(s->head + MSM_HIST - k) % MSM_HIST];
-
-		if (e->boundary <= seq) {
-			return e;
-		}
-	}
-	return NULL;
-}
-
-uint64_t ctl_msm_admitted(const struct ctl_msm *s)
-{
-	return s->admitted;
-}
-
-uint32_t ctl_msm_coord(const struct ctl_msm *s)
-{
-	return s->state == CTL_M_ACTIVE ? s->coord : CTL_NO_MEMBER;
-}
-
-uint64_t ctl_msm_next_deadline(const struct ctl_msm *s)
-{
-	uint64_t t = s->last_tick + s->cfg.hb_ms / 2;
-
-	if (s->link == LINK_NONE && s->retry_at && s->retry_at < t) {
-		t = s->retry_at;
-	}
-	return t;
-}
-
-const char *ctl_member_state_name(enum ctl_member_state st)
-{
-	switch (st) {
-	case CTL_M_BOOT:
-		return "forming";
-	case CTL_M_JOINING:
-		return "joining";
-	case CTL_M_ACTIVE:
-		return "active";
-	case CTL_M_SEARCH:
-		return "searching";
-	case CTL_M_LOST:
-		return "lost";
-	case CTL_M_REMOVED:
-		return "removed";
-	case CTL_M_LEFT:
-		return "left";
-	}
-	return "unknown";
 }

@@ -133,23 +133,25 @@ int rt_pollset_wait(struct rt_pollset *ps, uint64_t timeout_ms);
 
 /* ---- epoch snapshots (epoch.c) ----------------------------------------------------------- */
 
-/* A new snapshot of @r (one reference) for member @self; NULL when out of memory. */
-struct ctl_epoch *rt_epoch_make(const struct ctl_epoch_rec *r, uint32_t self);
+/* A new snapshot of @r (one reference) for member @self, as stream @stream sees it (its
+ * boundary and its members' starts in the scalar fields); NULL when out of memory. */
+struct ctl_epoch *rt_epoch_make(const struct ctl_epoch_rec *r, uint32_t self, uint32_t stream);
 /* Takes one more reference to @e and returns it. */
 const struct ctl_epoch *rt_epoch_get(const struct ctl_epoch *e);
 
-/* The last few snapshots, by epoch number, each holding one reference. */
-#define RT_EPOCH_CACHE 8
+/* The last few snapshots, by epoch number and stream, each holding one reference. */
+#define RT_EPOCH_CACHE 16
 struct rt_epoch_cache {
 	const struct ctl_epoch *e[RT_EPOCH_CACHE];
 	unsigned next; /* slot the next insert replaces */
 };
-/* The cached snapshot of epoch @epoch (no reference taken), or NULL. */
-const struct ctl_epoch *rt_epoch_cache_find(const struct rt_epoch_cache *c, uint64_t epoch);
-/* The snapshot of @r from the cache, made and inserted when missing (no reference taken for
- * the caller); NULL when out of memory. */
+/* The cached snapshot of epoch @epoch for @stream (no reference taken), or NULL. */
+const struct ctl_epoch *rt_epoch_cache_find(const struct rt_epoch_cache *c, uint64_t epoch,
+					    uint32_t stream);
+/* The snapshot of @r for @stream from the cache, made and inserted when missing (no reference
+ * taken for the caller); NULL when out of memory. */
 const struct ctl_epoch *rt_epoch_cache_get(struct rt_epoch_cache *c, const struct ctl_epoch_rec *r,
-					   uint32_t self);
+					   uint32_t self, uint32_t stream);
 /* Drops every cached reference. */
 void rt_epoch_cache_clear(struct rt_epoch_cache *c);
 

@@ -54,6 +54,16 @@
  *     8  u16  text_len     0 .. CTL_TEXT_MAX - 1
  *    10  text_len bytes    no NUL (decoded NUL-terminated)
  *
+ *   Stream tail (HELLO, ACK, HB, VIEW, PROPOSE; only when the sender has ns > 1 streams,
+ *   after everything above; ns = 1 is no tail)
+ *     0  u8   ns           2 .. CTL_STREAMS_MAX
+ *     HELLO, ACK, HB:  (ns - 1) x { u64 next_op, u64 done_op } of streams 1 ..
+ *     VIEW, PROPOSE:   (ns - 1) x u64 boundary of streams 1 ..
+ *     HELLO, VIEW, PROPOSE: then, for each record of the members list in order,
+ *                      (ns - 1) x u64 start of streams 1 ..
+ *   SUSPECT tail (only for an op of stream s > 0)
+ *     0  u32  stream       1 .. CTL_STREAMS_MAX - 1
+ *
  *   Members list (4 + count records)
  *     0  u32  count        0 .. CTL_MAX_MEMBERS
  *     4  records, each 34 + info_len:
@@ -65,8 +75,9 @@
  *         32  u16  info_len     0 .. CTL_INFO_MAX
  *         34  info_len bytes    opaque
  *
- * The largest frame (HELLO, 63-byte group, CTL_MAX_MEMBERS records of CTL_INFO_MAX bytes) is
- * 32 + 47 + 63 + 4 + 1024 * 226 = 231570 bytes, within CTL_FRAME_MAX.
+ * The largest frame (HELLO, 63-byte group, CTL_MAX_MEMBERS records of CTL_INFO_MAX bytes, 8
+ * streams) is 32 + 47 + 63 + 4 + 1024 * 226 + 1 + 7 * 16 + 1024 * 7 * 8 = 289027 bytes, within
+ * CTL_FRAME_MAX.
  */
 #include "ftcc/ctl_wire.h"
 #include "ftcc/le.h"
@@ -174,6 +185,36 @@ static int type_carries_members(unsigned type)
 	return type == CTL_HELLO || type == CTL_VIEW || type == CTL_PROPOSE;
 }
 
+/* Types with a stream tail (progress, boundaries); SUSPECT's is its own. */
+static int type_carries_streams(unsigned type)
+{
+	return type_carries_members(type) || type == CTL_ACK || type == CTL_HB;
+}
+
+/* The stream tail's size for @m (0: none), or SIZE_MAX when @m->nstreams is out of range. */
+static size_t streams_size(const struct ctl_msg *m)
+{
+	size_t ns = m->nstreams ? m->nstreams : 1, size = 0;
+
+	if (m->type == CTL_SUSPECT) {
+		return m->stream >= CTL_STREAMS_MAX ? SIZE_MAX : m->stream ? 4 : 0;
+	}
+	if (!type_carries_streams(m->type)) {
+		return 0; /* like every field a type does not carry: ignored */
+	}
+	if (ns > CTL_STREAMS_MAX) {
+		return SIZE_MAX;
+	}
+	if (ns == 1) {
+		return 0;
+	}
+	size = 1 + (ns - 1) * (m->type == CTL_VIEW || m->type == CTL_PROPOSE ? 8 : 16);
+	if (type_carries_members(m->type)) {
+		size += (size_t)m->nmembers * (ns - 1) * 8;
+	}
+	return size;
+}
+
 /* Group name bytes: 1 .. CTL_GROUP_MAX - 1 of them, each printable and not a space. */
 static int group_ok(const uint8_t *s, size_t n)
 {
@@ -267,7 +308,7 @@ int ctl_frame_check(const void *buf, size_t have, size_t *total)
 
 /* Reads a members list into @m. More records than members_cap is -EMSGSIZE, but only once the
  * whole list proved well formed: a malformed frame is -EPROTO whatever the caller's storage. */
-static int members_decode(struct rd *r, struct ctl_msg *m)
+static int members_decode(struct rd *r, struct ctl_msg *m, uint32_t *countp)
 {
 	/* No storage at all is a capacity of zero, whatever members_cap says. */
 	uint32_t cap = m->members ? m->members_cap : 0;
@@ -276,6 +317,7 @@ static int members_decode(struct rd *r, struct ctl_msg *m)
 	if (r->bad || count > CTL_MAX_MEMBERS) {
 		return -EPROTO;
 	}
+	*countp = count;
 	for (uint32_t i = 0; i < count; i++) {
 		struct ctl_member_rec tmp;
 		struct ctl_member_rec *rec = i < cap ? &m->members[i] : &tmp;
@@ -296,6 +338,7 @@ static int members_decode(struct rd *r, struct ctl_msg *m)
 		}
 		memcpy(rec->info, info, rec->info_len);
 		memset(rec->info + rec->info_len, 0, CTL_INFO_MAX - rec->info_len);
+		memset(rec->xstart, 0, sizeof(rec->xstart));
 		prev = rec->id;
 	}
 	if (count > cap) {
@@ -305,8 +348,9 @@ static int members_decode(struct rd *r, struct ctl_msg *m)
 	return 0;
 }
 
-/* Reads the body of @m->type from @r into @m (header already taken). */
-static int body_decode(struct rd *r, struct ctl_msg *m)
+/* Reads the body of @m->type from @r into @m (header already taken); *@count: the members
+ * list's length. */
+static int body_decode(struct rd *r, struct ctl_msg *m, uint32_t *count)
 {
 	const uint8_t *s;
 	size_t n;
@@ -364,13 +408,57 @@ static int body_decode(struct rd *r, struct ctl_msg *m)
 	if (r->bad || !scalars_ok(m)) {
 		return -EPROTO;
 	}
-	return type_carries_members(m->type) ? members_decode(r, m) : 0;
+	m->nstreams = 1;
+	return type_carries_members(m->type) ? members_decode(r, m, count) : 0;
+}
+
+/* Reads the stream tail, if any, of a frame whose body @r read so far (members decoded into
+ * @m, or too many for its storage: @m->nmembers is 0 then and @count says how many). */
+static int streams_decode(struct rd *r, struct ctl_msg *m, uint32_t count)
+{
+	uint32_t ns, cap = m->members ? m->members_cap : 0;
+
+	if (r->off == r->len) {
+		return 0;
+	}
+	if (m->type == CTL_SUSPECT) {
+		m->stream = rd_u32(r);
+		return !r->bad && m->stream >= 1 && m->stream < CTL_STREAMS_MAX ? 0 : -EPROTO;
+	}
+	if (!type_carries_streams(m->type)) {
+		return -EPROTO;
+	}
+	ns = rd_u8(r);
+	if (r->bad || ns < 2 || ns > CTL_STREAMS_MAX) {
+		return -EPROTO;
+	}
+	m->nstreams = ns;
+	for (uint32_t t = 1; t < ns; t++) {
+		if (m->type == CTL_VIEW || m->type == CTL_PROPOSE) {
+			*ctl_msg_boundary(m, t) = rd_u64(r);
+		} else {
+			*ctl_msg_next(m, t) = rd_u64(r);
+			*ctl_msg_done(m, t) = rd_u64(r);
+		}
+	}
+	if (type_carries_members(m->type)) {
+		for (uint32_t i = 0; i < count; i++) {
+			for (uint32_t t = 1; t < ns; t++) {
+				uint64_t v = rd_u64(r);
+
+				if (i < cap) {
+					*ctl_rec_start(&m->members[i], t) = v;
+				}
+			}
+		}
+	}
+	return r->bad ? -EPROTO : 0;
 }
 
 int ctl_msg_decode(const void *buf, size_t len, struct ctl_msg *m)
 {
 	struct ctl_member_rec *members = m->members;
-	uint32_t cap = m->members_cap;
+	uint32_t cap = m->members_cap, count = 0;
 	const uint8_t *p = buf;
 	struct rd r;
 	size_t total;
@@ -390,9 +478,14 @@ int ctl_msg_decode(const void *buf, size_t len, struct ctl_msg *m)
 	m->group_id = le_get64(p + 16);
 	m->epoch = le_get64(p + 24);
 	r = (struct rd){ .p = p + CTL_HDR_SIZE, .len = len - CTL_HDR_SIZE };
-	rc = body_decode(&r, m);
-	if ((rc == 0 || rc == -EMSGSIZE) && r.off != r.len) {
-		rc = -EPROTO; /* trailing bytes: malformed beats too large */
+	rc = body_decode(&r, m, &count);
+	if (rc == 0 || rc == -EMSGSIZE) {
+		/* a list too large for @m's storage still has its starts in the tail */
+		int trc = streams_decode(&r, m, count);
+
+		if (trc || r.off != r.len) {
+			rc = -EPROTO; /* a bad tail or trailing bytes: malformed beats too large */
+		}
 	}
 	if (rc) {
 		m->nmembers = 0;
@@ -465,7 +558,42 @@ static size_t frame_size(const struct ctl_msg *m)
 		}
 		body += list;
 	}
-	return CTL_HDR_SIZE + body;
+	list = streams_size(m);
+	if (list == SIZE_MAX) {
+		return 0;
+	}
+	return CTL_HDR_SIZE + body + list;
+}
+
+static void streams_encode(struct wr *w, const struct ctl_msg *m)
+{
+	uint32_t ns = m->nstreams ? m->nstreams : 1;
+
+	if (m->type == CTL_SUSPECT) {
+		if (m->stream) {
+			wr_u32(w, m->stream);
+		}
+		return;
+	}
+	if (ns == 1 || !type_carries_streams(m->type)) {
+		return;
+	}
+	wr_u8(w, (uint8_t)ns);
+	for (uint32_t t = 1; t < ns; t++) {
+		if (m->type == CTL_VIEW || m->type == CTL_PROPOSE) {
+			wr_u64(w, m->xboundary[t - 1]);
+		} else {
+			wr_u64(w, m->xnext[t - 1]);
+			wr_u64(w, m->xdone[t - 1]);
+		}
+	}
+	if (type_carries_members(m->type)) {
+		for (uint32_t i = 0; i < m->nmembers; i++) {
+			for (uint32_t t = 1; t < ns; t++) {
+				wr_u64(w, m->members[i].xstart[t - 1]);
+			}
+		}
+	}
 }
 
 static void members_encode(struct wr *w, const struct ctl_msg *m)
@@ -547,6 +675,7 @@ ssize_t ctl_msg_encode(const struct ctl_msg *m, void *buf, size_t cap)
 	if (type_carries_members(m->type)) {
 		members_encode(&w, m);
 	}
+	streams_encode(&w, m);
 	return (ssize_t)size;
 }
 

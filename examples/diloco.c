@@ -8,8 +8,11 @@
  *   ftcc-diloco RANK SIZE ADDR0,ADDR1,... [--codec int8|fp8_e4m3|int4|none] [--mib M]
  *               [--fragments F] [--compute-ms C] [--steps S] [--spin] [--alone]
  *
- * A member that dies is left out from the next fragment on (its record says so); the others
- * go on. perf/quant_link.sh runs it on a shaped link.
+ * Each fragment has a stream of its own (cfg.nstreams, ftcc_comm_stream(); fragments beyond
+ * FTCC_STREAMS_MAX share): a fragment's allreduce is ordered only with that fragment's, so its
+ * schedule is its own, and fragments in flight move at once. A member that dies is left out
+ * from the next fragment on (its record says so); the others go on. perf/quant_link.sh runs it
+ * on a shaped link.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -63,7 +66,7 @@ int main(int argc, char **argv)
 	ftcc_request_t *req[MAX_FRAGMENTS] = { 0 };
 	struct ftcc_op_opts opts;
 	struct ftcc_config cfg;
-	ftcc_comm_t *comm;
+	ftcc_comm_t *comm, *stream[MAX_FRAGMENTS];
 	float *frag[MAX_FRAGMENTS];
 	double *t;
 	size_t count;
@@ -116,8 +119,14 @@ int main(int argc, char **argv)
 	cfg.rank = (uint32_t)atoi(argv[1]);
 	cfg.size = (uint32_t)nmem;
 	cfg.addrs = addrs;
+	cfg.nstreams = (uint32_t)(fragments < FTCC_STREAMS_MAX ? fragments : FTCC_STREAMS_MAX);
 	if (ftcc_comm_create(&cfg, &comm)) {
 		return 1;
+	}
+	for (int f = 0; f < fragments; f++) {
+		if (ftcc_comm_stream(comm, (uint32_t)f % cfg.nstreams, &stream[f])) {
+			return 1;
+		}
 	}
 	ftcc_op_opts_init(&opts);
 	opts.codec = codec;
@@ -151,7 +160,7 @@ int main(int argc, char **argv)
 			frag[f][i] = (float)(cfg.rank + 1) * 1e-3f * (float)(s + 1);
 		}
 		if (!alone) {
-			rc = ftcc_iallreduce_opts(comm, frag[f], frag[f], count, FTCC_FLOAT32,
+			rc = ftcc_iallreduce_opts(stream[f], frag[f], frag[f], count, FTCC_FLOAT32,
 						  FTCC_AVG, &opts, &req[f]);
 			if (rc) {
 				fprintf(stderr, "start: %s\n", ftcc_strerror(rc));

@@ -49,6 +49,9 @@ extern "C" {
 /* The largest group. */
 #define FTCC_MAX_MEMBERS 1024
 
+/* The most streams of a communicator (struct ftcc_config's nstreams, ftcc_comm_stream()). */
+#define FTCC_STREAMS_MAX 8
+
 /* The largest element count of one op (2^40 - 1: every op's shape travels in one 64-bit word). */
 #define FTCC_MAX_COUNT ((size_t)0xffffffffffull)
 
@@ -149,11 +152,14 @@ struct ftcc_config {
 	enum ftcc_degraded degraded;
 	int64_t timeout_ms;	    /* silence before a member is declared lost; 0: setting */
 	int64_t connect_timeout_ms; /* bound on forming or joining; 0: setting */
+	uint32_t nstreams; /* independent op sequences (ftcc_comm_stream()), 1..FTCC_STREAMS_MAX,
+			    * the same on every member; 0: 1 (so it is for a program built with a
+			    * header older than this field) */
 };
 
 /* Which members' inputs are in an op's result, and where it was decided. */
 struct ftcc_record {
-	uint64_t seq;	   /* op sequence number in the group (0, 1, ...) */
+	uint64_t seq;	   /* op sequence number in the group (0, 1, ...), in the op's stream */
 	uint64_t epoch;	   /* epoch whose members computed the result */
 	uint32_t size;	   /* group size at formation */
 	uint32_t ncontrib; /* members whose input is in the result */
@@ -171,7 +177,8 @@ struct ftcc_view {
 	int self_index;	      /* position of this member in members[], -1 if not in it */
 	uint32_t coordinator; /* member id hosting the coordinator (UINT32_MAX: a daemon) */
 	int contributor;      /* 0 while catching up */
-	uint64_t next_seq;    /* the sequence number the next op will get */
+	uint64_t next_seq;    /* the sequence number the next op will get (in the stream whose
+			       * handle was passed) */
 	int state;	      /* 0 ok, or the FTCC_ERR_* the communicator ended with */
 };
 
@@ -224,6 +231,18 @@ FTCC_API int ftcc_comm_view(ftcc_comm_t *comm, struct ftcc_view *view, uint32_t 
 
 /* A catch-up member is ready to contribute from the next epoch on. */
 FTCC_API int ftcc_comm_ready(ftcc_comm_t *comm);
+
+/* Streams: a communicator created with nstreams > 1 runs that many independent op sequences
+ * over one membership. *@out is stream @stream's handle (stream 0: @comm itself), which every
+ * collective call takes in place of @comm (ftcc_allreduce, ftcc_ibroadcast, ...; not the
+ * point-to-point or state calls, nor destroy or abort: those take @comm). The ordering rule
+ * holds within a stream only: every member calls a stream's ops in the same order, and calls
+ * of different streams may interleave in any order on each member (a fragment per stream, each
+ * on its own schedule). Each stream numbers its ops from 0 (the records' seq), has lanes of its
+ * own (FTCC_LANES each), and has its interrupted ops resumed or redone like any op: a failure
+ * starts one epoch for all streams, whose boundary is taken in each stream from that stream's
+ * own progress. The handle lives as long as @comm. 0, or FTCC_ERR_INVALID (no such stream). */
+FTCC_API int ftcc_comm_stream(ftcc_comm_t *comm, uint32_t stream, ftcc_comm_t **out);
 
 /* Blocking allreduce of @count elements (at most FTCC_MAX_COUNT): @recvbuf = OP over
  * contributors of @sendbuf. @sendbuf == @recvbuf is in place. @rec (may be NULL) receives the

@@ -32,6 +32,9 @@ struct ctl_member_cfg {
 	int catchup;		      /* with join: non-contributor until ctl_member_ready() */
 	const void *info;	      /* opaque blob published with this member in every view */
 	size_t info_len;	      /* <= CTL_INFO_MAX */
+	uint32_t nstreams;	      /* independent op sequences, each with its own progress,
+				       * boundaries and fences (the *_s calls): 1 .. CTL_STREAMS_MAX,
+				       * the same on every member (0: 1) */
 	int64_t timeout_ms;	      /* 0 = FTCC_FAILURE_TIMEOUT_MS */
 	int64_t hb_ms;		      /* 0 = FTCC_HEARTBEAT_MS rule */
 	int64_t connect_timeout_ms;   /* 0 = FTCC_CONNECT_TIMEOUT_MS */
@@ -50,7 +53,8 @@ struct ctl_member_cfg {
  * ctl_member_view() or ctl_member_op_epoch() releases it with ctl_epoch_put(). */
 struct ctl_epoch {
 	uint64_t epoch;	   /* epoch number (>= 1) */
-	uint64_t boundary; /* first op of this epoch */
+	uint32_t stream;   /* the op sequence it describes: 0 but from ctl_member_op_epoch_s() */
+	uint64_t boundary; /* first op of this epoch (in that stream) */
 	uint32_t coord;	   /* coordinating member id, CTL_NO_MEMBER for a daemon */
 	int self_index;	   /* position of this member in members[], -1 when not a member */
 	uint32_t nmembers;
@@ -83,25 +87,38 @@ int ctl_member_wait(struct ctl_member *m, uint64_t min_epoch, int timeout_ms);
 /* Fills @v with the current state; v->e holds a reference (ctl_epoch_put(v->e) when done).
  * Never blocks for long (a mutex). */
 void ctl_member_view(struct ctl_member *m, struct ctl_view *v);
+/* The same with the epoch as stream @stream sees it (ctl_member_op_epoch_s()). */
+void ctl_member_view_s(struct ctl_member *m, uint32_t stream, struct ctl_view *v);
 
 /* The epoch op @seq belongs to, as a reference in *@out: 0; -EAGAIN when @seq is fenced by an
  * open proposal, or no epoch has begun yet (retry after the next change); -ERANGE when @seq is
  * older than the epochs kept; a final state's error as in ctl_member_wait(). */
 int ctl_member_op_epoch(struct ctl_member *m, uint64_t seq, const struct ctl_epoch **out);
+/* The same for op @seq of stream @stream: the epoch as that stream sees it (its boundary, each
+ * member's start in it). -EINVAL for a stream the member does not have. */
+int ctl_member_op_epoch_s(struct ctl_member *m, uint32_t stream, uint64_t seq,
+			  const struct ctl_epoch **out);
 
 /* Engine progress (next op to issue, first op not completed); reported in heartbeats and ACKs.
  * The next op only grows (calls from the issuing and the executing thread may cross).
  * Lock-free. */
 void ctl_member_progress(struct ctl_member *m, uint64_t next_op, uint64_t done_op);
+/* The same for stream @stream (a stream the member does not have is ignored). */
+void ctl_member_progress_s(struct ctl_member *m, uint32_t stream, uint64_t next_op,
+			   uint64_t done_op);
 
 /* An op was issued: the next op to issue is now @next_op (or more). Lock-free. */
 void ctl_member_issued(struct ctl_member *m, uint64_t next_op);
+void ctl_member_issued_s(struct ctl_member *m, uint32_t stream, uint64_t next_op);
 
 /* Reports what the data path saw of @peer while running op @seq: CTL_EV_LINK (a data link
  * broke: the ops in flight need another attempt) or CTL_EV_CUT (the peer cannot be reached).
  * The coordinator decides; nothing here is a verdict. Sent only while the coordinator's link is
  * up: a caller waiting on the outcome sends it again. 0 or -EINVAL. */
 int ctl_member_suspect(struct ctl_member *m, uint32_t peer, enum ctl_evidence ev, uint64_t seq);
+/* The same about op @seq of stream @stream. */
+int ctl_member_suspect_s(struct ctl_member *m, uint32_t peer, enum ctl_evidence ev, uint32_t stream,
+			 uint64_t seq);
 
 /* Leaves the group on purpose for @reason (LEAVE, best effort), without freeing anything: the
  * member's state becomes LEFT, and the others go on without it at once (a LEAVE is proof that
@@ -112,6 +129,8 @@ int ctl_member_leave(struct ctl_member *m, const char *reason);
 /* The first op of this member's incarnation in the group: 0 for a founding member, its
  * admission boundary for a joiner (the start of its record in every view). */
 uint64_t ctl_member_admitted(struct ctl_member *m);
+/* The same in stream @stream. */
+uint64_t ctl_member_admitted_s(struct ctl_member *m, uint32_t stream);
 
 /* A catch-up member declares itself ready to contribute. 0 or -EINVAL. */
 int ctl_member_ready(struct ctl_member *m);

@@ -70,6 +70,8 @@ struct ctl_coord_cfg {
 	uint64_t timeout_ms;	  /* failure timeout (silence) */
 	uint64_t hb_ms;		  /* heartbeat period */
 	uint64_t form_timeout_ms; /* FORMING: stop if not everyone came by then */
+	uint32_t nstreams;	  /* op sequences of the group, 1 .. CTL_STREAMS_MAX (0: 1); a
+				   * HELLO with another number is refused */
 
 	/* Takeover (embedded): the hosting member's state when it lost the coordinator. */
 	int takeover;
@@ -165,6 +167,8 @@ struct ctl_msm_cfg {
 	uint64_t hb_ms;
 	uint64_t connect_timeout_ms; /* BOOT/JOINING: give up after this long */
 	uint16_t listen_port;	     /* its control listener's port, sent in HELLO (0: none) */
+	uint32_t nstreams;	     /* op sequences, 1 .. CTL_STREAMS_MAX (0: 1), the same on
+				      * every member */
 	uint16_t info_len;
 	uint8_t info[CTL_INFO_MAX];
 };
@@ -172,7 +176,8 @@ struct ctl_msm_cfg {
 /* One committed epoch as the member learnt it. */
 struct ctl_epoch_rec {
 	uint64_t epoch;
-	uint64_t boundary; /* first op in this epoch */
+	uint64_t boundary;			 /* first op in this epoch */
+	uint64_t xboundary[CTL_STREAMS_MAX - 1]; /* stream t >= 1's: xboundary[t - 1] */
 	uint32_t coord;
 	uint32_t nmembers;
 	struct ctl_member_rec *members; /* owned by the machine */
@@ -215,10 +220,15 @@ void ctl_msm_tick(struct ctl_msm *s, uint64_t now);
 /* The engine's progress: next op it will issue and first op not completed. Cheap; read when
  * ACKing and in heartbeats. */
 void ctl_msm_progress(struct ctl_msm *s, uint64_t next_op, uint64_t done_op);
+/* The same for stream @stream (< the configured number; others are ignored). */
+void ctl_msm_progress_s(struct ctl_msm *s, uint32_t stream, uint64_t next_op, uint64_t done_op);
 /* Evidence about member @peer from the data path, seen while running op @seq: sent to the
  * coordinator (dropped when there is no link to it; the caller sends it again while it waits). */
 void ctl_msm_suspect(struct ctl_msm *s, uint32_t peer, enum ctl_evidence ev, uint64_t seq,
 		     uint64_t now);
+/* The same for op @seq of stream @stream. */
+void ctl_msm_suspect_s(struct ctl_msm *s, uint32_t peer, enum ctl_evidence ev, uint32_t stream,
+		       uint64_t seq, uint64_t now);
 /* A catch-up member is ready to contribute. -EINVAL when not a catch-up member. */
 int ctl_msm_ready(struct ctl_msm *s, uint64_t now);
 /* Leave on purpose for @reason (may be NULL): LEAVE is queued and the connection closed; state
@@ -234,9 +244,19 @@ const struct ctl_epoch_rec *ctl_msm_view(const struct ctl_msm *s);
  * before the first epoch). *@fenced = 1 when @seq may not be issued yet (a proposal is open and
  * @seq is at or past the fence). */
 const struct ctl_epoch_rec *ctl_msm_op_epoch(const struct ctl_msm *s, uint64_t seq, int *fenced);
+/* The same for op @seq of stream @stream (its boundaries and fence). */
+const struct ctl_epoch_rec *ctl_msm_op_epoch_s(const struct ctl_msm *s, uint32_t stream,
+					       uint64_t seq, int *fenced);
+/* Stream @stream's boundary in @e. */
+static inline uint64_t ctl_epoch_rec_boundary(const struct ctl_epoch_rec *e, uint32_t stream)
+{
+	return stream ? e->xboundary[stream - 1] : e->boundary;
+}
 /* The first op of this incarnation (its record's start in the newest view): 0 for a founding
  * member, its admission boundary for a joiner. */
 uint64_t ctl_msm_admitted(const struct ctl_msm *s);
+/* The same in stream @stream. */
+uint64_t ctl_msm_admitted_s(const struct ctl_msm *s, uint32_t stream);
 /* Member id believed to coordinate now (CTL_NO_MEMBER: unknown or the daemon). */
 uint32_t ctl_msm_coord(const struct ctl_msm *s);
 /* Earliest time a tick is needed. */

@@ -14,13 +14,17 @@
 #include <sys/types.h>
 
 #define CTL_WIRE_MAGIC 0x4d435446u /* "FTCM" */
-#define CTL_WIRE_VERSION 3	   /* 3: SUSPECT evidence SHAPE */
+#define CTL_WIRE_VERSION 4	   /* 3: SUSPECT evidence SHAPE; 4: streams */
 #define CTL_HDR_SIZE 32
 #define CTL_MAX_MEMBERS 1024 /* members in one view */
 #define CTL_GROUP_MAX 64     /* group name, including the NUL */
 #define CTL_INFO_MAX 192     /* opaque per-member blob (the engine's data-plane addresses) */
 #define CTL_TEXT_MAX 256     /* REFUSE text, including the NUL */
-#define CTL_FRAME_MAX (256u << 10)
+#define CTL_FRAME_MAX (320u << 10)
+/* Streams: independent op sequences of one group, each with its own progress, boundary and
+ * admissions (stream 0's are the scalar fields; streams 1.. travel in a tail of the frames that
+ * carry them, present only when a member has more than one stream). */
+#define CTL_STREAMS_MAX 8
 #define CTL_NO_MEMBER UINT32_MAX
 
 enum ctl_type {
@@ -84,6 +88,7 @@ struct ctl_member_rec {
 	uint64_t start;	      /* first op it takes part in: 0 for a founding member, its admission
 			       * boundary for a joiner (which stays its first op when a later epoch
 			       * reopens ops below it: those run without it) */
+	uint64_t xstart[CTL_STREAMS_MAX - 1]; /* stream t >= 1: its start is xstart[t - 1] */
 	uint16_t info_len;
 	uint8_t info[CTL_INFO_MAX];
 };
@@ -127,7 +132,36 @@ struct ctl_msg {
 	uint32_t nmembers;
 	uint32_t members_cap;
 	struct ctl_member_rec *members;
+
+	/* Streams 1 .. nstreams - 1 (stream 0's numbers are the fields above). HELLO, ACK, HB:
+	 * their progress; VIEW, PROPOSE: their boundaries (and each record's xstart); HELLO's
+	 * records carry xstart too. @nstreams is 1 when a frame has no stream tail (0 encodes as
+	 * 1); frames of other types carry none. */
+	uint32_t nstreams;
+	uint64_t xnext[CTL_STREAMS_MAX - 1];
+	uint64_t xdone[CTL_STREAMS_MAX - 1];
+	uint64_t xboundary[CTL_STREAMS_MAX - 1];
+	uint32_t stream; /* SUSPECT: the stream of @seq (0: the first) */
 };
+
+/* Stream @t's next op, first op not done, and boundary in @m (t < CTL_STREAMS_MAX). */
+static inline uint64_t *ctl_msg_next(struct ctl_msg *m, unsigned t)
+{
+	return t ? &m->xnext[t - 1] : &m->next_op;
+}
+static inline uint64_t *ctl_msg_done(struct ctl_msg *m, unsigned t)
+{
+	return t ? &m->xdone[t - 1] : &m->done_op;
+}
+static inline uint64_t *ctl_msg_boundary(struct ctl_msg *m, unsigned t)
+{
+	return t ? &m->xboundary[t - 1] : &m->boundary;
+}
+/* Stream @t's start in record @r. */
+static inline uint64_t *ctl_rec_start(struct ctl_member_rec *r, unsigned t)
+{
+	return t ? &r->xstart[t - 1] : &r->start;
+}
 
 /* FNV-1a 64 of @name: the group id every frame carries. */
 uint64_t ctl_group_id(const char *name);

@@ -44,6 +44,7 @@ struct ft_child_arg {
 struct ft_slot {
 	ftcc_request_t *req;
 	uint64_t seq;
+	int pending; /* opts.nstreams: @seq is the next op to start */
 	const struct ft_spec *spec;
 	void *send, *recv;
 };
@@ -53,7 +54,10 @@ struct ft_child {
 	const struct ft_group *g;
 	struct ft_run *r;
 	ftcc_comm_t *comm;
-	_Atomic int quit; /* the abort thread exits */
+	ftcc_comm_t *stream[FTCC_STREAMS_MAX]; /* opts.nstreams: each stream's handle */
+	uint64_t first[FTCC_STREAMS_MAX];      /* and its first op */
+	uint64_t round, pos;		       /* the next op: of round @round, @pos-th */
+	_Atomic int quit;		       /* the abort thread exits */
 };
 
 static void ft_note_max(_Atomic int64_t *at, int64_t v)
@@ -65,8 +69,27 @@ static void ft_note_max(_Atomic int64_t *at, int64_t v)
 }
 
 /* Records the end of op @seq (child). */
-static void ft_finish(struct ft_run *r, uint64_t seq, size_t bytes, int rc,
-		      const struct ftcc_record *rec, const void *result)
+/* The streams of @g (1 without opts.nstreams). */
+static uint32_t ft_nstreams(const struct ft_group *g)
+{
+	return g->o.nstreams > 1 ? (uint32_t)g->o.nstreams : 1;
+}
+
+uint32_t ft_stream_of(const struct ft_group *g, uint64_t seq, uint64_t *j)
+{
+	uint64_t ns = ft_nstreams(g), period = 2 * ns - 1, p = seq / period, r = seq % period;
+
+	if (r < ns) {
+		*j = p * ns + r;
+		return 0;
+	}
+	*j = p;
+	return (uint32_t)(r - ns + 1);
+}
+
+/* Records the end of op @seq (child): the record's seq is its number in its stream. */
+static void ft_finish(const struct ft_group *g, struct ft_run *r, uint64_t seq, size_t bytes,
+		      int rc, const struct ftcc_record *rec, const void *result)
 {
 	struct ft_op *op = &r->ops[seq];
 
@@ -74,7 +97,11 @@ static void ft_finish(struct ft_run *r, uint64_t seq, size_t bytes, int rc,
 	if (rec && rc == FTCC_ERR_MISMATCH) /* an in-place buffer holds its input again */
 		op->sum = ft_fnv(result, bytes);
 	if (rec && (rc == 0 || rc == FTCC_ERR_DEGRADED)) {
-		op->bad_seq = rec->seq != seq;
+		uint64_t j = seq;
+
+		if (ft_nstreams(g) > 1)
+			(void)ft_stream_of(g, seq, &j);
+		op->bad_seq = rec->seq != j;
 		op->epoch = rec->epoch;
 		op->size = rec->size;
 		op->ncontrib = rec->ncontrib;
@@ -284,15 +311,45 @@ static int ft_start(struct ft_child *c, struct ft_slot *s)
 	if (g->o.depth <= 1) {
 		memset(&rec, 0, sizeof(rec));
 		rc = ft_call(c->comm, s, m, NULL, &rec);
-		ft_finish(r, s->seq, ft_out_bytes(s->spec, n), rc, &rec, ft_out_at(s, m));
+		ft_finish(g, r, s->seq, ft_out_bytes(s->spec, n), rc, &rec, ft_out_at(s, m));
 		ft_note_epoch(c->comm, r);
 		return ft_goes_on(rc) ? 0 : rc;
 	}
 	s->req = NULL;
-	rc = ft_call(c->comm, s, m, &s->req, NULL);
+	if (ft_nstreams(g) > 1) {
+		uint64_t j;
+
+		rc = ft_call(c->stream[ft_stream_of(g, s->seq, &j)], s, m, &s->req, NULL);
+	} else {
+		rc = ft_call(c->comm, s, m, &s->req, NULL);
+	}
 	if (rc)
-		ft_finish(r, s->seq, 0, rc, NULL, NULL);
+		ft_finish(g, r, s->seq, 0, rc, NULL, NULL);
 	return rc;
+}
+
+/* With streams: the next op this member issues (opts.nstreams), past each stream's first. A
+ * period's op at offset r is stream 0's (r + 1)-th, or another stream's only one (r >= ns): in
+ * round q, the streams with a q-th op there, from stream member % ns on. */
+static uint64_t ft_next_stream_op(struct ft_child *c)
+{
+	uint64_t ns = ft_nstreams(c->g), period = 2 * ns - 1;
+
+	for (;;) {
+		uint64_t p = c->round, q = c->pos / ns, t = (c->pos + (uint64_t)c->r->member) % ns;
+		uint64_t s, j;
+
+		if (++c->pos == ns * ns) {
+			c->pos = 0;
+			c->round++;
+		}
+		if (q > 0 && t != 0)
+			continue; /* only stream 0 has more than one op in a period */
+		s = p * period + (t == 0 ? q : ns + t - 1);
+		(void)ft_stream_of(c->g, s, &j);
+		if (j >= c->first[t])
+			return s;
+	}
 }
 
 /* Sleeps until op @seq is due (opts.pace_us), in steps of at most 5 ms so that a stop is seen. 1
@@ -337,6 +394,13 @@ static int ft_script(struct ft_child *c, struct ft_slot *slots, int depth)
 				err = v.state;
 				break;
 			}
+			if (ft_nstreams(g) > 1) {
+				/* the op is this slot's until started (a limit may hold it) */
+				if (!s->pending)
+					s->seq = ft_next_stream_op(c);
+				s->pending = 1;
+				v.next_seq = s->seq;
+			}
 			if (v.next_seq >= FT_GROUP_MAX_SEQ) {
 				atomic_store(&r->overflow, 1);
 				break;
@@ -349,6 +413,7 @@ static int ft_script(struct ft_child *c, struct ft_slot *slots, int depth)
 				break;
 			s->seq = v.next_seq;
 			s->spec = ft_spec_for(g, r->member, s->seq);
+			s->pending = 0;
 			err = ft_start(c, s);
 			if (!err && depth > 1)
 				inflight++;
@@ -365,7 +430,7 @@ static int ft_script(struct ft_child *c, struct ft_slot *slots, int depth)
 
 			memset(&rec, 0, sizeof(rec));
 			rc = ft_complete(g, s, &rec);
-			ft_finish(r, s->seq, ft_out_bytes(s->spec, (uint32_t)g->n), rc, &rec,
+			ft_finish(g, r, s->seq, ft_out_bytes(s->spec, (uint32_t)g->n), rc, &rec,
 				  ft_out_at(s, (uint32_t)r->member));
 			ft_note_epoch(c->comm, r);
 			if (!ft_goes_on(rc) && !err)
@@ -445,7 +510,22 @@ static int ft_child_main(void *arg)
 	cfg.degraded = g->o.degraded;
 	cfg.timeout_ms = g->o.timeout_ms;
 	cfg.connect_timeout_ms = g->o.connect_timeout_ms;
+	cfg.nstreams = ft_nstreams(g);
 	rc = ftcc_comm_create(&cfg, &c.comm);
+	for (uint32_t st = 0; rc == 0 && st < ft_nstreams(g); st++) {
+		struct ftcc_view sv;
+		uint64_t first_period;
+
+		rc = ftcc_comm_stream(c.comm, st, &c.stream[st]);
+		rc = rc ? rc : ftcc_comm_view(c.stream[st], &sv, NULL, 0);
+		if (rc)
+			break;
+		c.first[st] = sv.next_seq;
+		/* the first period with an op of this stream it takes part in */
+		first_period = st == 0 ? sv.next_seq / ft_nstreams(g) : sv.next_seq;
+		if (st == 0 || first_period < c.round)
+			c.round = first_period;
+	}
 	atomic_store(&r->t_created, chaos_now_ns());
 	if (rc) {
 		fprintf(stderr, "ft_group: member %d: ftcc_comm_create: %s\n", r->member,

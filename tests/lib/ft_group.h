@@ -159,6 +159,13 @@ struct ft_group_opts {
 	/* 0, or 1 + the op each first process issues only late_ms late (between ops meanwhile) */
 	uint64_t late_seq[FT_GROUP_MAX_N];
 	int late_ms;
+	/* Streams (ftcc_comm_stream()): 2 .. FTCC_STREAMS_MAX (ns). The ops come in periods of
+	 * 2 ns - 1: ns ops of stream 0, then one of each other stream (ft_stream_of(): stream 0
+	 * runs ns times as many ops as each other, so the streams' op numbers drift apart). Member
+	 * i issues a period's ops round by round (the first op of each stream, then stream 0's
+	 * second, ...), each round from stream i % ns on: the order across streams differs from
+	 * member to member, within a stream it is the stream's. Needs depth >= ns. 0 or 1: one. */
+	int nstreams;
 	const struct ft_spec *script; /* nspec entries: op s is script[s % nspec] */
 	int nspec;
 	/* Member i's own script instead (nspec entries, kept by the caller), NULL: the common
@@ -198,6 +205,8 @@ struct ft_group {
 void ft_input(void *buf, const struct ft_spec *spec, uint32_t member, uint64_t seq);
 /* The spec of op @seq in @g's script. */
 const struct ft_spec *ft_spec_of(const struct ft_group *g, uint64_t seq);
+/* With opts.nstreams: the stream op @seq runs on, and in *@j its number there. */
+uint32_t ft_stream_of(const struct ft_group *g, uint64_t seq, uint64_t *j);
 /* The spec of op @seq as member @member calls it (its own script, else the common one). */
 const struct ft_spec *ft_spec_for(const struct ft_group *g, int member, uint64_t seq);
 /* The degraded policy @g's members run under (their option, else FTCC_DEGRADED, else rescale). */

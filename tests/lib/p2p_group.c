@@ -18,6 +18,7 @@
 struct pg_shared *pg;
 ftcc_comm_t *pg_comm;
 void (*pg_before_create)(int me);
+uint32_t pg_nstreams;
 static pg_fn cur_fn;
 
 void pg_teardown(void)
@@ -27,6 +28,7 @@ void pg_teardown(void)
 		munmap(pg, sizeof(*pg));
 	pg = NULL;
 	pg_before_create = NULL;
+	pg_nstreams = 0;
 }
 
 static uint8_t pat(uint32_t src, uint64_t tag, size_t i)
@@ -95,6 +97,7 @@ int pg_create(int me, int join, int catchup, ftcc_comm_t **c)
 	cfg.connect_timeout_ms = 20000;
 	cfg.join = join;
 	cfg.catchup = catchup;
+	cfg.nstreams = pg_nstreams;
 	return ftcc_comm_create(&cfg, c);
 }
 

@@ -84,6 +84,8 @@ int pg_create(int me, int join, int catchup, ftcc_comm_t **c);
 /* Called in each member's process before it creates its communicator (NULL: nothing); reset by
  * pg_teardown(). */
 extern void (*pg_before_create)(int me);
+/* The nstreams of the members' communicators (0: 1); reset by pg_teardown(). */
+extern uint32_t pg_nstreams;
 /* Runs @fn on @n members, each in its own process; each must finish within @ms, except those
  * in @dying (killed or frozen on purpose), and end without a failure. */
 void pg_run(const char *name, int n, pg_fn fn, int ms, uint32_t dying);

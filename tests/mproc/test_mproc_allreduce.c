@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -491,8 +492,19 @@ Test(ft_mproc, bad_config)
 	cfg.struct_size = 0;
 	expect_invalid_config("not made by ftcc_config_init()", &cfg);
 	BASE();
-	cfg.struct_size -= 8;
+	cfg.struct_size -= 4;
 	expect_invalid_config("a config of another size", &cfg);
+	BASE();
+	cfg.nstreams = FTCC_STREAMS_MAX + 1;
+	expect_invalid_config("too many streams", &cfg);
+	/* a struct of a header without nstreams: taken (one stream, whatever lies past it), so
+	 * the create waits for the group, in vain here */
+	BASE();
+	cfg.struct_size = (uint32_t)offsetof(struct ftcc_config, nstreams);
+	cfg.nstreams = FTCC_STREAMS_MAX + 1;
+	cr_expect_eq(ftcc_comm_create(&cfg, &comm), FTCC_ERR_TIMEOUT,
+		     "the config of an older header was not taken");
+	cr_expect_null(comm);
 	BASE();
 	cfg.version = FTCC_VERSION_CODE(FTCC_VERSION_MAJOR + 1, 0, 0);
 	expect_invalid_config("another major version", &cfg);

@@ -587,6 +587,7 @@ static struct fn_cslot *route_hello(struct fn *fn, struct fn_conn *c, const stru
 		for (uint32_t g = 0; g < fn->ngroups; g++) {
 			struct fn_group *gr = &fn->groups[g];
 			struct ctl_coord_cfg cfg = { .expected = m->expected,
+						     .nstreams = m->nstreams,
 						     .host = CTL_NO_MEMBER };
 
 			if (strcmp(gr->name, m->group)) {

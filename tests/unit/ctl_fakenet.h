@@ -40,6 +40,7 @@ struct fn_cfg {
 	int no_wire;			 /* 1: skip the ctl_msg_encode/decode round trip */
 	uint64_t jitter_ms;		 /* extra delay 0..jitter per frame, FIFO per link [0] */
 	uint64_t seed;			 /* of the jitter and fn_rand [1] */
+	uint32_t nstreams;		 /* op streams of every member [1] */
 };
 
 /* One committed epoch as one member saw it (or as a coordinator sent it, @node < 0). */
@@ -95,6 +96,11 @@ void fn_partition(struct fn *fn, uint64_t side_b, int daemon_b);
 void fn_heal(struct fn *fn);
 /* Reports engine progress of member @k (ctl_msm_progress; a restarted process starts at 0). */
 void fn_progress(struct fn *fn, int k, uint64_t next_op, uint64_t done_op);
+/* The same for stream @t (ctl_msm_progress_s). */
+void fn_progress_s(struct fn *fn, int k, uint32_t t, uint64_t next_op, uint64_t done_op);
+/* fn_suspect_at about op @seq of stream @t. */
+void fn_suspect_s(struct fn *fn, int k, uint32_t peer, enum ctl_evidence ev, uint32_t t,
+		  uint64_t seq);
 
 /* Fake time. fn_now: ms since fn_new. */
 uint64_t fn_now(const struct fn *fn);

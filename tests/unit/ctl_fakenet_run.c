@@ -126,7 +126,8 @@ static void node_create(struct fn *fn, struct fn_node *nd, int join, int catchup
 				   .catchup = catchup,
 				   .timeout_ms = fn->cfg.timeout_ms,
 				   .hb_ms = fn->cfg.hb_ms,
-				   .connect_timeout_ms = fn->cfg.connect_timeout_ms };
+				   .connect_timeout_ms = fn->cfg.connect_timeout_ms,
+				   .nstreams = fn->cfg.nstreams };
 	struct ctl_msm_ops ops = fn_msm_ops;
 	char who[32];
 
@@ -305,6 +306,26 @@ void fn_progress(struct fn *fn, int k, uint64_t next_op, uint64_t done_op)
 
 	ctl_msm_progress(nd->msm, next_op, done_op);
 	nd->done_op = done_op;
+	fn_node_after(fn, nd);
+}
+
+void fn_progress_s(struct fn *fn, int k, uint32_t t, uint64_t next_op, uint64_t done_op)
+{
+	struct fn_node *nd = running(fn, k);
+
+	ctl_msm_progress_s(nd->msm, t, next_op, done_op);
+	if (t == 0) {
+		nd->done_op = done_op;
+	}
+	fn_node_after(fn, nd);
+}
+
+void fn_suspect_s(struct fn *fn, int k, uint32_t peer, enum ctl_evidence ev, uint32_t t,
+		  uint64_t seq)
+{
+	struct fn_node *nd = running(fn, k);
+
+	ctl_msm_suspect_s(nd->msm, peer, ev, t, seq, fn->now);
 	fn_node_after(fn, nd);
 }
 

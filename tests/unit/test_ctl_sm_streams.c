@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Streams in the membership state machines (fake network): a group whose members run several
+ * independent op sequences gets a boundary per stream in every epoch, computed from each
+ * stream's own progress; a joiner gets a first op per stream; the fence of an open proposal
+ * holds per stream; a takeover keeps all of it; and a member with another number of streams is
+ * refused.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl_fakenet.h"
+#include "ftcc/ctl_sm.h"
+
+#define NS 3
+
+static struct fn *formed_s(uint32_t n, int daemon)
+{
+	struct fn_cfg cfg = { .sizes = { n }, .nstreams = NS, .daemon = daemon };
+	struct fn *fn = fn_new(&cfg);
+
+	fn_form(fn, 2000);
+	fn_run(fn, 300);
+	return fn;
+}
+
+/* Each stream's progress differs, in order and in skew: stream 1 far ahead, stream 2 barely
+ * started. */
+static const uint64_t next_s[NS][5] = {
+	{ 50, 47, 60, 55, 49 },
+	{ 900, 1200, 1000, 950, 1100 },
+	{ 3, 2, 4, 9, 3 },
+};
+static const uint64_t done_s[NS][5] = {
+	{ 40, 35, 52, 20, 44 },
+	{ 890, 1190, 999, 700, 1050 },
+	{ 1, 2, 3, 0, 2 },
+};
+
+static uint64_t stayers_min_done(uint32_t t, int gone)
+{
+	uint64_t lo = UINT64_MAX;
+
+	for (int k = 0; k < 5; k++) {
+		if (k != gone && done_s[t][k] < lo) {
+			lo = done_s[t][k];
+		}
+	}
+	return lo;
+}
+
+static void report_all(struct fn *fn, int skip)
+{
+	for (int k = 0; k < 5; k++) {
+		for (uint32_t t = 0; t < NS && k != skip; t++) {
+			fn_progress_s(fn, k, t, next_s[t][k], done_s[t][k]);
+		}
+	}
+}
+
+/* A removal reopens each stream from its own lowest op not done by a survivor. */
+static void removal_boundaries(int daemon)
+{
+	struct fn *fn = formed_s(5, daemon);
+	const struct ctl_epoch_rec *v;
+	int fenced;
+
+	report_all(fn, -1);
+	fn_run(fn, 300);
+	fn_kill(fn, 3);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0x17, 2000, 0, 1, 2, 4), 0);
+	for (int k = 0; k < 5; k++) {
+		if (k == 3) {
+			continue;
+		}
+		v = fn_view(fn, k);
+		for (uint32_t t = 0; t < NS; t++) {
+			uint64_t want = stayers_min_done(t, 3);
+
+			cr_expect_eq(ctl_epoch_rec_boundary(v, t), want,
+				     "member %d stream %u: boundary %llu, want %llu", k, t,
+				     (unsigned long long)ctl_epoch_rec_boundary(v, t),
+				     (unsigned long long)want);
+			if (want > 0) {
+				cr_expect_eq(ctl_msm_op_epoch_s(fn_msm(fn, k), t, want - 1, &fenced)
+						     ->epoch,
+					     v->epoch - 1);
+			}
+			cr_expect_eq(ctl_msm_op_epoch_s(fn_msm(fn, k), t, want, &fenced)->epoch,
+				     v->epoch);
+			cr_expect_eq(fenced, 0);
+		}
+		/* no such stream: nothing, whatever the op */
+		cr_expect_null(ctl_msm_op_epoch_s(fn_msm(fn, k), NS, 0, &fenced));
+	}
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
+Test(ctl_sm_streams, boundary_per_stream_when_removing)
+{
+	removal_boundaries(0);
+}
+
+Test(ctl_sm_streams, boundary_per_stream_when_removing_with_a_daemon)
+{
+	removal_boundaries(1);
+}
+
+/* A joiner starts each stream past every stayer's next op of that stream (plus the slack), and
+ * keeps those starts when the coordinator's host dies and another member takes over. */
+Test(ctl_sm_streams, joiner_starts_per_stream_and_a_takeover_keeps_them)
+{
+	struct fn *fn = formed_s(5, 0);
+	const struct ctl_epoch_rec *v;
+	uint64_t want[NS], e_join;
+	int fenced, self;
+
+	fn_kill(fn, 3);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0x17, 2000, 0, 1, 2, 4), 0);
+	report_all(fn, 3);
+	fn_run(fn, 300);
+	fn_restart(fn, 3, 0);
+	cr_assert_eq(FN_WAIT_VIEW(fn, FN_ALL(5), 3000, 0, 1, 2, 3, 4), 0);
+	v = fn_view(fn, 0);
+	e_join = v->epoch;
+	for (uint32_t t = 0; t < NS; t++) {
+		want[t] = 0;
+		for (int k = 0; k < 5; k++) {
+			if (k != 3 && next_s[t][k] + CTL_JOIN_SLACK > want[t]) {
+				want[t] = next_s[t][k] + CTL_JOIN_SLACK;
+			}
+		}
+		cr_expect_eq(ctl_epoch_rec_boundary(v, t), want[t], "stream %u: boundary %llu", t,
+			     (unsigned long long)ctl_epoch_rec_boundary(v, t));
+		cr_expect_eq(ctl_msm_admitted_s(fn_msm(fn, 3), t), want[t],
+			     "stream %u: joiner admitted at %llu, want %llu", t,
+			     (unsigned long long)ctl_msm_admitted_s(fn_msm(fn, 3), t),
+			     (unsigned long long)want[t]);
+		cr_expect_eq(ctl_msm_op_epoch_s(fn_msm(fn, 3), t, want[t], &fenced)->epoch, e_join);
+	}
+	/* the members' progress goes on, the joiner's from its starts */
+	for (int k = 0; k < 5; k++) {
+		for (uint32_t t = 0; t < NS; t++) {
+			fn_progress_s(fn, k, t, want[t] + 10 + (uint64_t)k, want[t] + 5);
+		}
+	}
+	fn_run(fn, 300);
+	fn_kill(fn, 0); /* the host: member 1 takes over */
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0x1e, 4000, 1, 2, 3, 4), 0);
+	v = fn_view(fn, 1);
+	cr_expect_gt(v->epoch, e_join);
+	self = -1;
+	for (uint32_t i = 0; i < v->nmembers; i++) {
+		if (v->members[i].id == 3) {
+			self = (int)i;
+		}
+	}
+	cr_assert_geq(self, 0);
+	for (uint32_t t = 0; t < NS; t++) {
+		uint64_t start = t ? v->members[self].xstart[t - 1] : v->members[self].start;
+
+		cr_expect_eq(start, want[t],
+			     "stream %u: the joiner's start %llu after the takeover", t,
+			     (unsigned long long)start);
+		cr_expect_eq(ctl_epoch_rec_boundary(v, t), want[t] + 5,
+			     "stream %u: takeover boundary %llu, want %llu", t,
+			     (unsigned long long)ctl_epoch_rec_boundary(v, t),
+			     (unsigned long long)(want[t] + 5));
+	}
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
+struct ack_seen {
+	int node;
+	int seen;
+	uint32_t nstreams;
+	uint64_t next[NS];
+};
+
+static void catch_ack(void *arg, int from, int to, const struct ctl_msg *m)
+{
+	struct ack_seen *a = arg;
+
+	(void)to;
+	if (from == a->node && m->type == CTL_ACK) {
+		a->seen = 1;
+		a->nstreams = m->nstreams;
+		for (uint32_t t = 0; t < NS; t++) {
+			a->next[t] = *ctl_msg_next((struct ctl_msg *)m, t);
+		}
+	}
+}
+
+/* Between its ACK of a proposal and the VIEW, a member's ops wait from its reported next op
+ * plus the slack, in each stream: a stream far ahead does not fence one behind, nor the other
+ * way round. */
+Test(ctl_sm_streams, fence_per_stream_while_a_join_is_proposed)
+{
+	struct fn *fn = formed_s(5, 0);
+	struct ack_seen ack = { .node = 2 };
+	uint64_t e1;
+	int fenced, windows = 0;
+
+	fn_kill(fn, 4);
+	cr_assert_eq(FN_WAIT_VIEW(fn, 0xf, 2000, 0, 1, 2, 3), 0);
+	e1 = fn_view(fn, 2)->epoch;
+	report_all(fn, 4);
+	fn_run(fn, 300);
+	fn_set_watch(fn, catch_ack, &ack);
+	fn_restart(fn, 4, 0);
+	for (int i = 0; i < 300 && fn_view(fn, 2)->epoch == e1; i++) {
+		fn_step(fn);
+		if (!ack.seen || fn_view(fn, 2)->epoch != e1) {
+			continue;
+		}
+		windows++;
+		cr_expect_eq(ack.nstreams, NS);
+		for (uint32_t t = 0; t < NS; t++) {
+			uint64_t fence = next_s[t][2] + CTL_JOIN_SLACK;
+
+			cr_expect_eq(ack.next[t], next_s[t][2], "stream %u: ACK says next %llu", t,
+				     (unsigned long long)ack.next[t]);
+			ctl_msm_op_epoch_s(fn_msm(fn, 2), t, fence - 1, &fenced);
+			cr_expect_eq(fenced, 0, "stream %u: op below the fence fenced", t);
+			ctl_msm_op_epoch_s(fn_msm(fn, 2), t, fence, &fenced);
+			cr_expect_eq(fenced, 1, "stream %u: op %llu at the fence not fenced", t,
+				     (unsigned long long)fence);
+		}
+	}
+	cr_expect_gt(windows, 0, "never saw member 2 between its ACK and the VIEW");
+	cr_assert_eq(FN_WAIT_VIEW(fn, FN_ALL(5), 2000, 0, 1, 2, 3, 4), 0);
+	for (uint32_t t = 0; t < NS; t++) {
+		const struct ctl_epoch_rec *v = fn_view(fn, 2);
+
+		ctl_msm_op_epoch_s(fn_msm(fn, 2), t, ctl_epoch_rec_boundary(v, t) + 5, &fenced);
+		cr_expect_eq(fenced, 0, "stream %u still fenced after the VIEW", t);
+	}
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
+/* What a coordinator sent, for the test below. */
+struct sent {
+	int n;
+	struct ctl_msg last;
+	char text[CTL_TEXT_MAX];
+};
+
+static void sent_cb(void *arg, uint32_t conn, const struct ctl_msg *m)
+{
+	struct sent *s = arg;
+
+	(void)conn;
+	s->n++;
+	s->last = *m;
+	memcpy(s->text, m->text, sizeof(s->text));
+}
+
+static void noop_close(void *arg, uint32_t conn)
+{
+	(void)arg;
+	(void)conn;
+}
+
+static void noop_probe(void *arg, uint32_t id, uint64_t incarnation)
+{
+	(void)arg;
+	(void)id;
+	(void)incarnation;
+}
+
+/* A HELLO with another number of streams than the group's is refused, saying so. */
+Test(ctl_sm_streams, a_member_with_other_streams_is_refused)
+{
+	struct ctl_coord_cfg cfg = { .expected = 2,
+				     .host = 0,
+				     .timeout_ms = 1000,
+				     .hb_ms = 100,
+				     .form_timeout_ms = 3000,
+				     .nstreams = 2 };
+	struct sent s = { 0 };
+	struct ctl_coord_ops ops = {
+		.arg = &s, .send = sent_cb, .close = noop_close, .probe = noop_probe
+	};
+	struct ctl_member_rec rec = { .id = 1, .incarnation = 7 };
+	struct ctl_msg m = { .type = CTL_HELLO,
+			     .member = 1,
+			     .incarnation = 7,
+			     .expected = 2,
+			     .nstreams = 1,
+			     .nmembers = 1,
+			     .members_cap = 1,
+			     .members = &rec };
+	struct ctl_coord *c;
+
+	snprintf(cfg.group, sizeof(cfg.group), "g");
+	snprintf(m.group, sizeof(m.group), "g");
+	m.group_id = ctl_group_id("g");
+	c = ctl_coord_create(&cfg, &ops, 1);
+	cr_assert_not_null(c);
+	ctl_coord_on_msg(c, 5, &m, 2);
+	cr_assert_eq(s.n, 1);
+	cr_expect_eq(s.last.type, CTL_REFUSE);
+	cr_expect_eq(s.last.code, CTL_REF_PROTOCOL);
+	cr_expect(strstr(s.text, "1 op streams") && strstr(s.text, "has 2"), "%s", s.text);
+	s.n = 0;
+	m.nstreams = 2;
+	ctl_coord_on_msg(c, 6, &m, 3);
+	cr_expect_eq(s.n, 0, "a member with the group's streams was answered: %s", s.text);
+	ctl_coord_destroy(c);
+}
