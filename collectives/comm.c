@@ -85,11 +85,14 @@ static void on_change(void *arg)
 {
 	struct ftcc_comm *c0 = arg;
 
+	/* every generation first: a thread woken below looks at its own */
+	for (uint32_t t = 0; t < c0->nstreams; t++) {
+		atomic_fetch_add(&c0->streams[t]->ctl_gen, 1);
+	}
 	p2p_kick(c0->p2p);
 	for (uint32_t t = 0; t < c0->nstreams; t++) {
 		struct ftcc_comm *c = c0->streams[t];
 
-		atomic_fetch_add(&c->ctl_gen, 1);
 		pthread_mutex_lock(&c->mu);
 		pthread_cond_broadcast(&c->cv);
 		pthread_mutex_unlock(&c->mu);

@@ -552,6 +552,7 @@ const struct ctl_epoch *eng_op_view(struct eng_lane *l, const struct ctl_epoch *
 		l->opv_cap = need;
 	}
 	l->opv->epoch = e->epoch;
+	l->opv->stream = e->stream;
 	l->opv->boundary = e->boundary;
 	l->opv->coord = e->coord;
 	l->opv->self_index = -1;

@@ -44,7 +44,8 @@ struct ctl_coord *ctl_coord_create(const struct ctl_coord_cfg *cfg, const struct
 	struct ctl_coord *c;
 	uint32_t i;
 
-	if (cfg->expected == 0 || cfg->expected > CTL_MAX_MEMBERS) {
+	if (cfg->expected == 0 || cfg->expected > CTL_MAX_MEMBERS ||
+	    cfg->nstreams > CTL_STREAMS_MAX) {
 		return NULL;
 	}
 	c = calloc(1, sizeof(*c));

@@ -60,11 +60,12 @@ struct coord_link {
 	int want_retry;	   /* a LINK report asks for another attempt of the ops in flight */
 	uint32_t retries;  /* retry epochs proposed for this streak */
 	uint64_t retry_at; /* the next retry epoch not before this (backoff) */
-	uint64_t seq;	   /* highest op a report of the streak failed in */
-	uint32_t stream;   /* ... in this stream (a report of another one starts over) */
-	uint32_t nrep;	   /* reports that count (not about a member that had not issued the op) */
-	int settled;	   /* every member has done that op since: the link carried it after all */
-	int shape; /* a SHAPE report asks for the epoch (not a link fault: counts nothing) */
+	uint64_t seq[CTL_STREAMS_MAX]; /* per stream: highest op a report of the streak failed in */
+	uint32_t streams;	       /* bit t: a report failed in stream t */
+	uint32_t stream;	       /* the latest report's stream (for the log) */
+	uint32_t nrep; /* reports that count (not about a member that had not issued the op) */
+	int settled;   /* every member has done that op since: the link carried it after all */
+	int shape;     /* a SHAPE report asks for the epoch (not a link fault: counts nothing) */
 };
 
 #define COORD_LINKS 64

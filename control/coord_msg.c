@@ -251,7 +251,7 @@ static void on_hello(struct ctl_coord *c, uint32_t conn, const struct ctl_msg *m
 			     m->member, m->expected, c->cfg.group, c->n);
 		return;
 	}
-	if (m->nstreams != c->nstreams) {
+	if ((m->nstreams ? m->nstreams : 1) != c->nstreams) {
 		coord_refuse(c, conn, CTL_REF_PROTOCOL, CTL_NO_MEMBER,
 			     "member %u has %u op streams; group %s has %u (the same on every "
 			     "member)",

@@ -185,17 +185,27 @@ static uint64_t group_done(const struct ctl_coord *c, uint32_t t)
 	return lo;
 }
 
-/* A report of the streak of @l failed in op @seq of stream @t. */
+/* A report of the streak of @l failed in op @seq of stream @t. Ops of two streams do not
+ * compare: each stream keeps its own highest failed op. */
 static void link_seq(struct coord_link *l, uint32_t t, uint64_t seq)
 {
-	if (l->stream != t) {
-		/* ops of two streams do not compare: the newer report's op stands for the streak
-		 * (it is settled once every member has done that one) */
-		l->stream = t;
-		l->seq = seq;
-		return;
+	if (!(l->streams >> t & 1) || seq > l->seq[t]) {
+		l->seq[t] = seq;
 	}
-	l->seq = seq > l->seq ? seq : l->seq;
+	l->streams |= 1u << t;
+	l->stream = t;
+}
+
+/* Whether the link carried its failed ops after all: every member has done, in every stream a
+ * report of the streak failed in, that stream's failed op since. */
+static int link_settled(const struct ctl_coord *c, const struct coord_link *l)
+{
+	for (uint32_t t = 0; t < c->nstreams; t++) {
+		if ((l->streams >> t & 1) && group_done(c, t) <= l->seq[t]) {
+			return 0;
+		}
+	}
+	return l->streams != 0;
 }
 
 static struct coord_link *link_get(struct ctl_coord *c, uint32_t a, uint32_t b, uint64_t now)
@@ -449,7 +459,7 @@ void coord_check_links(struct ctl_coord *c, uint64_t now)
 			l->a = l->b = 0; /* over, or one end is gone: not a link matter any more */
 			continue;
 		}
-		if (l->nrep && group_done(c, l->stream) > l->seq) {
+		if (l->nrep && link_settled(c, l)) {
 			l->settled = 1; /* every member has done the failed op since */
 		}
 		if (l->settled || !heard(c, &c->slots[l->a], now) ||
@@ -468,8 +478,8 @@ void coord_check_links(struct ctl_coord *c, uint64_t now)
 			if (!c->retry_pending && !c->prop_epoch && l->shape && !l->nrep) {
 				snprintf(c->retry_why, sizeof(c->retry_why),
 					 "members %u and %u called op %" PRIu64
-					 " with different shapes",
-					 l->a, l->b, l->seq);
+					 " of stream %u with different shapes",
+					 l->a, l->b, l->seq[l->stream], l->stream);
 			} else if (!c->retry_pending && !c->prop_epoch) {
 				snprintf(c->retry_why, sizeof(c->retry_why),
 					 "the data link between members %u and %u broke", l->a,

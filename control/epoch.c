@@ -87,7 +87,8 @@ const struct ctl_epoch *rt_epoch_cache_get(struct rt_epoch_cache *c, const struc
 		return NULL;
 	ctl_epoch_put(c->e[c->next]);
 	c->e[c->next] = e;
-	c->next = (c->next + 1) % RT_EPOCH_CACHE;
+	c->next = (c->next + 1) %
+		  (c->cap && c->cap <= RT_EPOCH_CACHE ? c->cap : RT_EPOCH_CACHE_PER_STREAM);
 	return e;
 }
 

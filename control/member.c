@@ -294,6 +294,7 @@ static int member_start(struct ctl_member *m, const struct ctl_member_cfg *cfg)
 	m->id = cfg->id;
 	m->expected = cfg->expected;
 	m->nstreams = cfg->nstreams ? cfg->nstreams : 1;
+	m->cache.cap = RT_EPOCH_CACHE_PER_STREAM * m->nstreams;
 	m->on_change = cfg->on_change;
 	m->on_change_arg = cfg->on_change_arg;
 	m->route.host = &m->host;

@@ -231,7 +231,8 @@ struct ctl_msm *ctl_msm_create(const struct ctl_msm_cfg *cfg, const struct ctl_m
 	struct ctl_msm *s;
 	unsigned i;
 
-	if (cfg->expected == 0 || cfg->expected > CTL_MAX_MEMBERS || cfg->id >= cfg->expected) {
+	if (cfg->expected == 0 || cfg->expected > CTL_MAX_MEMBERS || cfg->id >= cfg->expected ||
+	    cfg->nstreams > CTL_STREAMS_MAX) {
 		return NULL;
 	}
 	s = calloc(1, sizeof(*s));
@@ -347,7 +348,10 @@ void ctl_msm_on_connected(struct ctl_msm *s, uint64_t now)
  * (the wire format checked they are strictly increasing). The engine indexes bitmaps by them. */
 static int ids_fit(const struct ctl_msm *s, const struct ctl_msg *m)
 {
-	if (m->nmembers == 0 || m->nmembers > s->cfg.expected) {
+	/* (and its streams are this member's: a view without the tail would put every other
+	 * stream's boundary and starts at op 0) */
+	if (m->nmembers == 0 || m->nmembers > s->cfg.expected ||
+	    (m->nstreams ? m->nstreams : 1) != s->nstreams) {
 		return 0;
 	}
 	for (uint32_t i = 0; i < m->nmembers; i++) {
@@ -368,8 +372,10 @@ static void on_view(struct ctl_msm *s, const struct ctl_msg *m)
 
 	if (!ids_fit(s, m)) {
 		ftcc_warn("control: group %s: member %u ignores a view of epoch %" PRIu64
-			  " naming a member outside the group's %u",
-			  s->cfg.group, s->cfg.id, m->epoch, s->cfg.expected);
+			  " that does not fit the group (%u members naming one outside the group's "
+			  "%u, or %u op streams for this member's %u)",
+			  s->cfg.group, s->cfg.id, m->epoch, m->nmembers, s->cfg.expected,
+			  m->nstreams, s->nstreams);
 		return;
 	}
 	if (m->epoch > s->max_epoch) {

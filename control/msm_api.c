@@ -118,7 +118,7 @@ const struct ctl_epoch_rec *ctl_msm_op_epoch(const struct ctl_msm *s, uint64_t s
 
 uint64_t ctl_msm_admitted_s(const struct ctl_msm *s, uint32_t stream)
 {
-	return stream < CTL_STREAMS_MAX ? s->admitted[stream] : 0;
+	return stream < s->nstreams ? s->admitted[stream] : 0;
 }
 
 uint64_t ctl_msm_admitted(const struct ctl_msm *s)

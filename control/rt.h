@@ -140,8 +140,10 @@ struct ctl_epoch *rt_epoch_make(const struct ctl_epoch_rec *r, uint32_t self, ui
 const struct ctl_epoch *rt_epoch_get(const struct ctl_epoch *e);
 
 /* The last few snapshots, by epoch number and stream, each holding one reference. */
-#define RT_EPOCH_CACHE 16
+#define RT_EPOCH_CACHE_PER_STREAM 8
+#define RT_EPOCH_CACHE (RT_EPOCH_CACHE_PER_STREAM * CTL_STREAMS_MAX)
 struct rt_epoch_cache {
+	unsigned cap; /* slots in use: RT_EPOCH_CACHE_PER_STREAM per stream (0: for one) */
 	const struct ctl_epoch *e[RT_EPOCH_CACHE];
 	unsigned next; /* slot the next insert replaces */
 };

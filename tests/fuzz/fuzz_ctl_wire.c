@@ -65,6 +65,11 @@ static void check_decoded(const struct ctl_msg *m)
 		CHECK(m->evidence == 0 && m->peer == 0 && m->seq == 0);
 	}
 	CHECK(carries_members(m->type) || m->nmembers == 0);
+	/* streams: a tail only where a type carries one, and a stream only in a SUSPECT */
+	CHECK(m->nstreams >= 1 && m->nstreams <= CTL_STREAMS_MAX);
+	CHECK(carries_members(m->type) || m->type == CTL_ACK || m->type == CTL_HB ||
+	      m->nstreams == 1);
+	CHECK(m->type == CTL_SUSPECT ? m->stream < CTL_STREAMS_MAX : m->stream == 0);
 	CHECK(m->nmembers <= CTL_MAX_MEMBERS && m->nmembers <= m->members_cap);
 	for (uint32_t i = 0; i < m->nmembers; i++) {
 		const struct ctl_member_rec *r = &m->members[i];
@@ -81,7 +86,8 @@ static int rec_equal(const struct ctl_member_rec *a, const struct ctl_member_rec
 {
 	return a->id == b->id && a->flags == b->flags && a->incarnation == b->incarnation &&
 	       a->done == b->done && a->start == b->start && a->info_len == b->info_len &&
-	       !memcmp(a->info, b->info, CTL_INFO_MAX);
+	       !memcmp(a->info, b->info, CTL_INFO_MAX) &&
+	       !memcmp(a->xstart, b->xstart, sizeof(a->xstart));
 }
 
 static int msg_equal(const struct ctl_msg *a, const struct ctl_msg *b)
@@ -93,7 +99,10 @@ static int msg_equal(const struct ctl_msg *a, const struct ctl_msg *b)
 	    a->next_op != b->next_op || a->done_op != b->done_op || a->boundary != b->boundary ||
 	    a->coord != b->coord || a->peer != b->peer || a->evidence != b->evidence ||
 	    a->code != b->code || a->hint != b->hint || strcmp(a->text, b->text) ||
-	    a->nmembers != b->nmembers) {
+	    a->nmembers != b->nmembers || a->nstreams != b->nstreams || a->stream != b->stream ||
+	    memcmp(a->xnext, b->xnext, sizeof(a->xnext)) ||
+	    memcmp(a->xdone, b->xdone, sizeof(a->xdone)) ||
+	    memcmp(a->xboundary, b->xboundary, sizeof(a->xboundary))) {
 		return 0;
 	}
 	for (uint32_t i = 0; i < a->nmembers; i++) {

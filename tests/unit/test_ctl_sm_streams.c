@@ -172,6 +172,49 @@ Test(ctl_sm_streams, joiner_starts_per_stream_and_a_takeover_keeps_them)
 	fn_free(fn);
 }
 
+/* A link that fails in two streams is one streak: stream 0's op keeps failing while stream 1's
+ * ops fail and then get through after their retries. The streak is settled only once every
+ * member has done the failed op of every stream it failed in, so stream 1's recoveries do not
+ * settle stream 0's failure: the link counts as broken after the failure timeout, and the cut
+ * rule removes one of its ends. */
+Test(ctl_sm_streams, a_link_failing_in_two_streams_is_one_streak)
+{
+	struct fn_cfg cfg = { .sizes = { 3 }, .nstreams = 2 };
+	struct fn *fn = fn_new(&cfg);
+	uint64_t op1 = 7;
+	int gone = 0;
+
+	fn_form(fn, 2000);
+	fn_run(fn, 300);
+	for (int k = 0; k < 3; k++) {
+		fn_progress_s(fn, k, 0, 101, 100);
+		fn_progress_s(fn, k, 1, op1 + 1, op1);
+	}
+	for (int t = 0; t < 40 && !gone; t++) {
+		fn_suspect_s(fn, 1, 2, CTL_EV_LINK, 0, 100);
+		if (t % 3 == 1) {
+			/* stream 1 fails at its next op, which its retry then gets through */
+			fn_suspect_s(fn, 1, 2, CTL_EV_LINK, 1, op1);
+			fn_run(fn, 20);
+			op1++;
+			for (int k = 0; k < 3; k++) {
+				if (fn_state(fn, k) == CTL_M_ACTIVE) {
+					fn_progress_s(fn, k, 1, op1 + 1, op1);
+				}
+			}
+		}
+		fn_run(fn, 100);
+		gone = fn_state(fn, 1) != CTL_M_ACTIVE || fn_state(fn, 2) != CTL_M_ACTIVE;
+	}
+	cr_expect(gone,
+		  "the link between members 1 and 2 failed in stream 0 for %d ms and "
+		  "nobody was removed",
+		  40 * 100);
+	cr_expect_eq(fn_state(fn, 0), CTL_M_ACTIVE);
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
 struct ack_seen {
 	int node;
 	int seen;

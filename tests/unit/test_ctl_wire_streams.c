@@ -206,13 +206,19 @@ Test(ctl_wire_streams, types_without_streams_take_no_tail)
  * included, proved well formed; a bad tail is -EPROTO whatever the storage. */
 Test(ctl_wire_streams, capacity_and_tail)
 {
-	struct ctl_msg m = with_streams(CTL_VIEW, 4), d;
-	ssize_t l = ctl_msg_encode(&m, g_buf, sizeof(g_buf));
+	static const unsigned types[] = { CTL_VIEW, CTL_HELLO };
 
-	cr_assert_gt(l, 0);
-	cr_expect_eq(decode(g_buf, (size_t)l, &d, NREC - 1), -EMSGSIZE);
-	cr_expect_eq(decode(g_buf, (size_t)l - 8, &d, NREC - 1), -EPROTO);
-	set_total(g_buf, (uint32_t)l - 8);
-	cr_expect_eq(decode(g_buf, (size_t)l - 8, &d, NREC - 1), -EPROTO);
-	cr_expect_eq(decode(g_buf, (size_t)l - 8, &d, NREC), -EPROTO);
+	for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
+		struct ctl_msg m = with_streams(types[k], 4), d;
+		ssize_t l = ctl_msg_encode(&m, g_buf, sizeof(g_buf));
+
+		cr_assert_gt(l, 0);
+		cr_expect_eq(decode(g_buf, (size_t)l, &d, NREC - 1), -EMSGSIZE, "type %u",
+			     types[k]);
+		/* the last start cut off (the header says so too) */
+		set_total(g_buf, (uint32_t)l - 8);
+		cr_expect_eq(decode(g_buf, (size_t)l - 8, &d, NREC - 1), -EPROTO, "type %u",
+			     types[k]);
+		cr_expect_eq(decode(g_buf, (size_t)l - 8, &d, NREC), -EPROTO, "type %u", types[k]);
+	}
 }
