@@ -10,6 +10,8 @@
  *    it yet.
  *  - A member killed with ops of every stream in flight: the survivors finish every op of every
  *    stream, one result per op and one member list per epoch across all processes.
+ *  - A data link reset in stream 1's op (a fault between live members): retried, nobody
+ *    evicted; a member late in one stream while busy in another is a straggler, not cut.
  *  - Handles: a stream that does not exist, destroy or point-to-point calls on a stream's handle,
  *    a configuration with too many streams: FTCC_ERR_INVALID.
  *
@@ -130,13 +132,15 @@ Test(ft_mproc_streams, members_call_streams_in_different_orders_of_3)
 	cr_expect_eq(checked, (int)o.limit, "%s\n%s", why, describe());
 }
 
+/* Larger ops: streams 0 and 1 run the ring, stream 2 recursive doubling. */
+static const struct ft_spec big[PERIOD] = {
+	{ 1 << 16, FTCC_FLOAT32, FTCC_SUM, 0 }, { 1 << 16, FTCC_FLOAT32, FTCC_SUM, 0 },
+	{ 1 << 16, FTCC_FLOAT32, FTCC_SUM, 0 }, { 1 << 18, FTCC_INT32, FTCC_SUM, 0 },
+	{ 200, FTCC_FLOAT64, FTCC_SUM, 1 },
+};
+
 Test(ft_mproc_streams, killed_with_ops_of_every_stream_in_flight_of_4)
 {
-	static const struct ft_spec big[PERIOD] = {
-		{ 1 << 16, FTCC_FLOAT32, FTCC_SUM, 0 }, { 1 << 16, FTCC_FLOAT32, FTCC_SUM, 0 },
-		{ 1 << 16, FTCC_FLOAT32, FTCC_SUM, 0 }, { 1 << 18, FTCC_INT32, FTCC_SUM, 0 },
-		{ 200, FTCC_FLOAT64, FTCC_SUM, 1 },
-	};
 	struct ft_group_opts o = {
 		.script = big, .nspec = PERIOD, .nstreams = NS, .depth = 6, .limit = 250
 	};
@@ -174,6 +178,44 @@ Test(ft_mproc_streams, killed_with_ops_of_every_stream_in_flight_of_4)
 			     (unsigned long long)(o.limit - PERIOD + r));
 	checked = ft_group_invariants(&grp, all(3), why, sizeof(why));
 	cr_expect_geq(checked, (int)o.limit, "%s\n%s", why, describe());
+}
+
+/* A fault between live members: member 2's data-plane send fails with ECONNRESET in the ring of
+ * stream 1's op 20 (FTCC_FAULT reset; only stream 1 runs the ring here), with ops of every
+ * stream in flight. The retry epoch that stream's report asks for reopens it: every op of every
+ * stream ends with all four members, one result per op, and nobody is evicted. */
+static const struct ft_spec ring1[PERIOD] = {
+	{ 5, FTCC_FLOAT32, FTCC_SUM, 0 },   { 5, FTCC_FLOAT32, FTCC_SUM, 0 },
+	{ 5, FTCC_FLOAT32, FTCC_SUM, 0 },   { 1 << 18, FTCC_INT32, FTCC_SUM, 0 },
+	{ 200, FTCC_FLOAT64, FTCC_SUM, 1 },
+};
+
+Test(ft_mproc_streams, a_reset_link_in_stream_1_evicts_nobody_of_4)
+{
+	struct ft_group_opts o = {
+		.script = ring1, .nspec = PERIOD, .nstreams = NS, .depth = 6, .limit = 150
+	};
+	uint64_t max = 0;
+	char why[1024];
+	int checked;
+
+	o.fault[2] = "rs:20:0:reset";
+	cr_assert_eq(ft_group_start(&grp, "streams4r", 4, &o), 0);
+	cr_assert_eq(ft_group_wait_created(&grp, all(4), FORM_MS), 0, "%s", describe());
+	cr_assert_eq(ft_group_wait_ended(&grp, all(4), RUN_MS), 0, "%s", describe());
+	for (int i = 0; i < 4; i++) {
+		const struct ft_run *r = ft_group_cur(&grp, i);
+
+		cr_expect_eq(atomic_load(&r->end_rc), 0, "member %d: %s\n%s", i,
+			     ftcc_strerror(atomic_load(&r->end_rc)), describe());
+		cr_expect_eq(r->view1.nmembers, 4, "member %d: %u members at the end", i,
+			     r->view1.nmembers);
+		max = r->view1.epoch > max ? r->view1.epoch : max;
+	}
+	cr_expect_gt(max, 1, "the reset made no epoch (did the fault fire?)\n%s", describe());
+	/* every member in every op, every result exact and alike, one member list per epoch */
+	checked = ft_group_invariants(&grp, all(4), why, sizeof(why));
+	cr_expect_eq(checked, (int)o.limit, "%s\n%s", why, describe());
 }
 
 /* ---- a stream waits, the others go on ----------------------------------------------------- */
