@@ -4,11 +4,15 @@
  * a socketpair mesh made before fork(), and turns their exit statuses into its own. Given a
  * rank (--rank, or a launcher's environment: mpirun, srun, torchrun), it runs that one rank
  * instead, joined to the others over TCP (perf_hosts.c), as nccl-tests runs under mpirun.
+ * Forked ranks are bound to cores as mpirun binds its ranks by default (--bind), so that a
+ * comparison with an MPI baseline on this host runs both under the same placement.
  */
+#define _GNU_SOURCE /* sched_setaffinity */
 #include "perf.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,7 +97,7 @@ static void usage(FILE *f)
 		"usage: ftcc-perf [-m mode] [-b minbytes] [-e maxbytes] [-f stepfactor] [-n iters]\n"
 		"                 [-w warmup] [-c 0|1] [-d depth] [-y 0|1] [-p plugin.so] [-R] [-j]\n"
 		"                 [-k iter] [-K KILL|STOP] [-N ranks] [-t type] [-o op] [-q codec] [-I] [-P]\n"
-		"                 [--kill R@I] [--rank R --boot IPV4:PORT]\n"
+		"                 [--kill R@I] [--rank R --boot IPV4:PORT] [--bind auto|core|none]\n"
 		"  -b, -e   smallest and largest message size; K, M, G suffixes (default 32M)\n"
 		"  -f       multiply the size by this until it exceeds maxbytes (default 2)\n"
 		"  -n, -w   timed and warm-up iterations per size (default 20, 5)\n"
@@ -122,6 +126,11 @@ static void usage(FILE *f)
 		"           come from the launcher: OMPI_COMM_WORLD_RANK/_SIZE, PMIX_RANK, PMI_RANK/\n"
 		"           PMI_SIZE, SLURM_PROCID/SLURM_NTASKS or RANK/WORLD_SIZE, and FTCC_PERF_BOOT\n"
 		"           or MASTER_ADDR:MASTER_PORT. Not with the fault mode or --kill\n"
+		"  --bind   forked ranks: core binds rank r to the r-th CPU this process may run\n"
+		"           on (needs ranks <= CPUs); none leaves placement to the scheduler; auto\n"
+		"           (default) is core with at most 2 ranks, else none, as mpirun binds its\n"
+		"           ranks by default. A rank run under a launcher keeps the launcher's\n"
+		"           binding\n"
 		"modes:\n");
 	for (i = 0; i < PERF_NMODES; i++) {
 		if (perf_modes[i].max_ranks > perf_modes[i].nranks) {
@@ -215,6 +224,16 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg)
 			return -EINVAL;
 		snprintf(o->boot, sizeof(o->boot), "%s", arg);
 		return 0;
+	case 'C': /* --bind auto|core|none */
+		if (!strcmp(arg, "auto"))
+			o->bind = PERF_BIND_AUTO;
+		else if (!strcmp(arg, "core"))
+			o->bind = PERF_BIND_CORE;
+		else if (!strcmp(arg, "none"))
+			o->bind = PERF_BIND_NONE;
+		else
+			return -EINVAL;
+		return 0;
 	case 'X': /* --kill R@I */
 		return sscanf(arg, "%d@%d", &o->kill_rank, &o->kill_iter) == 2 &&
 				       o->kill_rank >= 1 && o->kill_iter >= 0 ?
@@ -230,6 +249,7 @@ static int parse_args(int argc, char **argv, struct perf_opts *o)
 	static const struct option longs[] = { { "kill", required_argument, NULL, 'X' },
 					       { "rank", required_argument, NULL, 'r' },
 					       { "boot", required_argument, NULL, 'B' },
+					       { "bind", required_argument, NULL, 'C' },
 					       { NULL, 0, NULL, 0 } };
 	int c;
 
@@ -338,12 +358,38 @@ static int wait_ranks(pid_t *pids, int n, int victim)
 	return failed ? -EIO : 0;
 }
 
+/* The CPUs of forked rank @r of @n under o->bind, in @set; 0: bind to them, 1: leave the rank
+ * where the scheduler puts it, -EINVAL: "core" asked for more ranks than CPUs. mpirun's
+ * default is to bind to a core with at most 2 ranks; ranks that share cores are not bound. */
+static int rank_cpus(const struct perf_opts *o, int r, int n, cpu_set_t *set)
+{
+	cpu_set_t allowed;
+	int ncpu, k = 0;
+
+	if (o->bind == PERF_BIND_NONE || sched_getaffinity(0, sizeof(allowed), &allowed))
+		return 1;
+	ncpu = CPU_COUNT(&allowed);
+	if (n > ncpu)
+		return o->bind == PERF_BIND_CORE ? -EINVAL : 1;
+	if (o->bind == PERF_BIND_AUTO && n > 2)
+		return 1;
+	CPU_ZERO(set);
+	for (int c = 0; c < CPU_SETSIZE; c++) {
+		if (CPU_ISSET(c, &allowed) && k++ == r) {
+			CPU_SET(c, set);
+			return 0;
+		}
+	}
+	return 1;
+}
+
 /* Forks @m's ranks (-N of them where the mode allows), each running m->run on its end of the
- * bootstrap mesh. */
+ * bootstrap mesh, bound per --bind before the rank starts a thread. */
 static int run_mode(const struct perf_mode *m, const struct perf_opts *o)
 {
 	struct perf_boot all[PERF_MAX_RANKS];
 	pid_t pids[PERF_MAX_RANKS];
+	cpu_set_t cpus;
 	int i, r, rc, n = o->nranks ? o->nranks : m->nranks;
 	int victim = m->victim >= 0 ? m->victim : o->kill_rank;
 
@@ -354,6 +400,10 @@ static int run_mode(const struct perf_mode *m, const struct perf_opts *o)
 			"ftcc-perf: mode %s: -N 1..%d; --kill R@I needs 1 <= R < N and I "
 			"< -n\n",
 			m->name, m->max_ranks ? m->max_ranks : m->nranks);
+		return -EINVAL;
+	}
+	if (rank_cpus(o, 0, n, &cpus) < 0) {
+		fprintf(stderr, "ftcc-perf: --bind core: %d ranks and fewer CPUs\n", n);
 		return -EINVAL;
 	}
 	rc = perf_boot_create(all, n);
@@ -370,6 +420,11 @@ static int run_mode(const struct perf_mode *m, const struct perf_opts *o)
 		}
 		if (pids[r] == 0) {
 			perf_boot_keep(all, r);
+			if (rank_cpus(o, r, n, &cpus) == 0 &&
+			    sched_setaffinity(0, sizeof(cpus), &cpus) != 0) {
+				fprintf(stderr, "ftcc-perf: rank %d: sched_setaffinity: %s\n", r,
+					strerror(errno));
+			}
 			rc = m->run(o, &all[r]);
 			perf_boot_close(&all[r]);
 			fflush(NULL);

@@ -41,7 +41,12 @@ struct perf_opts {
 	const char *plugin_path;
 	int rank;	/* --rank, or the launcher's environment: this process is that rank */
 	char boot[128]; /* --boot IPV4:PORT: where rank 0 listens for the others */
+	int bind;	/* --bind: forked ranks' CPU binding (enum perf_bind) */
 };
+
+/* --bind: PERF_BIND_AUTO (0, the default) binds each forked rank to a core when there are at
+ * most 2 ranks, as mpirun does by default. */
+enum perf_bind { PERF_BIND_AUTO, PERF_BIND_CORE, PERF_BIND_NONE };
 
 /* One process's end of the bootstrap mesh. fds[peer] is a connected stream socket to @peer
  * (-1 for self). host[r] is rank r's IPv4 address as the others reach it ("127.0.0.1" for

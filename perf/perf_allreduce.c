@@ -550,23 +550,48 @@ struct ar_capi {
 	struct ftcc_op_opts opts; /* -q */
 };
 
+/* A port at @ip that binds now, below the kernel's ephemeral range: a port handed out for port 0
+ * and closed again goes back to that range, where any connection on this host may take it as
+ * its local port before the member binds it (ftcc_comm_create then fails, EADDRINUSE). 0 when
+ * none is found. */
+static uint16_t free_port_below_ephemeral(const char *ip)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	unsigned lo = 32768, hi;
+	uint64_t x = perf_now_ns() ^ ((uint64_t)getpid() << 20);
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+	if (f) {
+		if (fscanf(f, "%u %u", &lo, &hi) != 2)
+			lo = 32768;
+		fclose(f);
+	}
+	if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1)
+		return 0;
+	for (int tries = 0; lo > 12000 && tries < 256; tries++) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		sa.sin_port = htons((uint16_t)(10000 + (x >> 33) % (lo - 11000)));
+		ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+		if (fd >= 0)
+			close(fd);
+		if (ok)
+			return ntohs(sa.sin_port);
+	}
+	return 0;
+}
+
 int perf_capi_addrs(struct perf_boot *b, char (*addrs)[80], char *group, size_t glen)
 {
 	uint16_t ports[PERF_MAX_RANKS] = { 0 };
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sa);
-	int i, rc = 0, fd = socket(AF_INET, SOCK_STREAM, 0);
+	int i, rc = 0;
 
-	if (inet_pton(AF_INET, b->host[b->rank], &sa.sin_addr) != 1 || fd < 0 ||
-	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    getsockname(fd, (struct sockaddr *)&sa, &len)) {
-		rc = fd < 0 || errno == 0 ? -EINVAL : -errno;
-		fprintf(stderr, "ftcc-perf rank %d: no free port on %s: %s\n", b->rank,
-			b->host[b->rank], strerror(-rc));
-	}
-	ports[b->rank] = ntohs(sa.sin_port);
-	if (fd >= 0) {
-		close(fd);
+	ports[b->rank] = free_port_below_ephemeral(b->host[b->rank]);
+	if (!ports[b->rank]) {
+		rc = -EADDRNOTAVAIL;
+		fprintf(stderr, "ftcc-perf rank %d: no free port on %s below the ephemeral range\n",
+			b->rank, b->host[b->rank]);
 	}
 	if (b->rank == 0) {
 		for (i = 1; i < b->nranks && !rc; i++) {

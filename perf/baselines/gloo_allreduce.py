@@ -7,7 +7,9 @@ in the same columns or as JSON lines.
 
 usage: /usr/bin/python3 perf/baselines/gloo_allreduce.py -N 2 [-b 8] [-e 32M] [-f 2] [-n 20]
                                                          [-w 5] [-c 0|1] [-j]
-Forks N ranks on this host; they meet through a TCP store on 127.0.0.1 and a free port.
+Forks N ranks on this host; they meet through a TCP store on 127.0.0.1 and a free port. With at
+most 2 ranks and as many CPUs, rank r is bound to the r-th CPU, as mpirun and ftcc-perf bind
+their ranks by default.
 (Debian's python3-torch is seen by /usr/bin/python3.)
 """
 import argparse
@@ -86,6 +88,11 @@ def report(o, n, size, count, t, wrong):
 
 
 def rank_main(rank, o, port):
+    import os
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if o.N <= 2 and o.N <= len(cpus):
+        os.sched_setaffinity(0, {cpus[rank]})
     import torch
     import torch.distributed as dist
 
