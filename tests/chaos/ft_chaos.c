@@ -105,9 +105,12 @@ void end_group(void)
 		      ms, cpu_wait_ms);
 }
 
-/* Every member of @live ended its script without an error, at op @limit. */
+/* Every member of @live ended its script without an error, at op @limit (with streams, a whole
+ * number of periods: the view's next op is stream 0's, the op @limit would be there). */
 void expect_finished(uint32_t live, uint64_t limit)
 {
+	if (grp.o.nstreams > 1)
+		ft_stream_of(&grp, limit, &limit);
 	for (int i = 0; i < grp.n; i++) {
 		const struct ft_run *r = ft_group_cur(&grp, i);
 

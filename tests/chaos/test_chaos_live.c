@@ -11,7 +11,9 @@
  *    most broken links, ties the higher id);
  *  - a local failure (an allocation, injected or under RLIMIT_AS): that member leaves, at once;
  *  - a failure inside a joiner's admission window, the coordinator's host killed during an
- *    accusation: the survivors go on, nobody hangs; a group of two never goes on on both sides.
+ *    accusation: the survivors go on, nobody hangs; a group of two never goes on on both sides;
+ *  - a reset, a one-way cut and a member that cannot send with three streams' ops in flight, as
+ *    above.
  * Members run in their own processes on 127.0.0.(10 + i) (tests/lib/ft_group.h). Lines
  * "chaos: live: ..." carry the measurements. Run with --jobs 1.
  */
@@ -49,6 +51,10 @@ static const struct ft_spec live_script[] = {
 
 static char nft_table[32];
 
+/* Streams of the case (ft_group_opts.nstreams), 0: one. With streams each member keeps ops of
+ * every stream in flight, each stream's on data planes of its own. */
+static int live_streams;
+
 static void live_opts(struct ft_group_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -58,6 +64,13 @@ static void live_opts(struct ft_group_opts *o)
 	o->pace_us = PACE_US;
 	o->script = live_script;
 	o->nspec = 3;
+	if (live_streams) {
+		uint64_t period = 2 * (uint64_t)live_streams - 1;
+
+		o->nstreams = live_streams;
+		o->depth = 2 * live_streams;
+		o->limit = (LIVE_OPS + period - 1) / period * period; /* whole periods */
+	}
 }
 
 static void live_start(const char *name, int n, const struct ft_group_opts *o)
@@ -594,6 +607,28 @@ FOR_SIZES(local_nomem, local_inject_last)
 FOR_SIZES(local_rlimit, local_rlimit)
 FOR_SIZES(join_window, join_window)
 FOR_SIZES(coordinator_killed_during_accusation, coord_killed_during_accusation)
+
+/* The faults between live members above with three streams, ops of every stream in flight: the
+ * fault meets each stream's data planes, and the membership takes the evidence that every stream
+ * brings of one link as one link's (a reset retried, nobody out; a cut or a member that cannot
+ * send: exactly the one the cut rule picks out). */
+Test(live, reset_nft_three_streams_of_4)
+{
+	live_streams = 3;
+	reset_nft(4);
+}
+
+Test(live, cut_one_way_three_streams_of_4)
+{
+	live_streams = 3;
+	cut(4);
+}
+
+Test(live, sendfail_last_three_streams_of_4)
+{
+	live_streams = 3;
+	sendfail(4, 3);
+}
 
 /* In a group of two, the coordinator's host fails locally: its LEAVE is proof, member 1 goes on
  * alone (a 2-member group continues on one side only, and here it may be the higher id). */

@@ -575,6 +575,13 @@ int ft_group_start(struct ft_group *g, const char *test, int n, const struct ft_
 		fprintf(stderr, "ft_group: bad options\n");
 		return -1;
 	}
+	if (o->nstreams > 1 && o->limit % (uint64_t)(2 * o->nstreams - 1) != 0) {
+		fprintf(stderr,
+			"ft_group: with %d streams the limit is a whole number of periods "
+			"of %d ops\n",
+			o->nstreams, 2 * o->nstreams - 1);
+		return -1;
+	}
 	g->t0_ns = chaos_now_ns();
 	test_fabric_cut_env();
 	g->n = n;

@@ -164,7 +164,9 @@ struct ft_group_opts {
 	 * runs ns times as many ops as each other, so the streams' op numbers drift apart). Member
 	 * i issues a period's ops round by round (the first op of each stream, then stream 0's
 	 * second, ...), each round from stream i % ns on: the order across streams differs from
-	 * member to member, within a stream it is the stream's. Needs depth >= ns. 0 or 1: one. */
+	 * member to member, within a stream it is the stream's. Needs depth >= ns, and a limit
+	 * that is a whole number of periods (a member stops at the first op it would issue at or
+	 * past the limit, in its own order). 0 or 1: one. */
 	int nstreams;
 	const struct ft_spec *script; /* nspec entries: op s is script[s % nspec] */
 	int nspec;

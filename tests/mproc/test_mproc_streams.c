@@ -11,7 +11,8 @@
  *  - A member killed with ops of every stream in flight: the survivors finish every op of every
  *    stream, one result per op and one member list per epoch across all processes.
  *  - A data link reset in stream 1's op (a fault between live members): retried, nobody
- *    evicted; a member late in one stream while busy in another is a straggler, not cut.
+ *    evicted; a member late in one stream while busy in another is a straggler, not cut; a
+ *    member whose op of one stream fails out of memory leaves at once, for every stream.
  *  - Handles: a stream that does not exist, destroy or point-to-point calls on a stream's handle,
  *    a configuration with too many streams: FTCC_ERR_INVALID.
  *
@@ -216,6 +217,75 @@ Test(ft_mproc_streams, a_reset_link_in_stream_1_evicts_nobody_of_4)
 	/* every member in every op, every result exact and alike, one member list per epoch */
 	checked = ft_group_invariants(&grp, all(4), why, sizeof(why));
 	cr_expect_eq(checked, (int)o.limit, "%s\n%s", why, describe());
+}
+
+/* A local failure in one stream: member 3's op 20 of stream 0 fails out of memory (FTCC_FAULT
+ * input:20:0:fail acts at op 20 of each stream; stream 0, running three ops to the others' one,
+ * gets there first), with ops of every stream in flight. The member leaves at once, for every
+ * stream: the others end that op, and every op of every stream, without it, well within the
+ * failure timeout that a silent member would cost them; nobody else is removed. */
+Test(ft_mproc_streams, a_member_out_of_memory_in_one_stream_leaves_at_once_of_4)
+{
+	struct ft_group_opts o = { .script = per_stream,
+				   .nspec = PERIOD,
+				   .nstreams = NS,
+				   .depth = 6,
+				   .limit = 150,
+				   .timeout_ms = 5000 };
+	const struct ft_run *r3;
+	uint64_t failed = UINT64_MAX, j = 0;
+	int64_t stall = 0;
+	char why[1024];
+	int checked;
+
+	o.fault[3] = "input:20:0:fail";
+	cr_assert_eq(ft_group_start(&grp, "streams4m", 4, &o), 0);
+	cr_assert_eq(ft_group_wait_created(&grp, all(4), FORM_MS), 0, "%s", describe());
+	cr_assert_eq(ft_group_wait_ended(&grp, 1u << 3, RUN_MS), 0, "member 3 goes on\n%s",
+		     describe());
+	r3 = ft_group_cur(&grp, 3);
+	for (uint64_t s = 0; s < o.limit && failed == UINT64_MAX; s++) {
+		if (atomic_load(&r3->ops[s].state) == FT_OP_DONE && r3->ops[s].rc == FTCC_ERR_NOMEM)
+			failed = s;
+	}
+	cr_assert_neq(failed, UINT64_MAX, "no op of member 3 failed out of memory\n%s", describe());
+	cr_expect_eq(ft_stream_of(&grp, failed, &j), 0, "op %llu", (unsigned long long)failed);
+	cr_expect_eq(j, 20, "op %llu is op %llu of its stream", (unsigned long long)failed,
+		     (unsigned long long)j);
+	cr_assert_eq(ft_group_wait_ended(&grp, all(3), RUN_MS), 0, "%s", describe());
+	for (int i = 0; i < 3; i++) {
+		const struct ft_run *r = ft_group_cur(&grp, i);
+		const struct ft_op *op = ft_group_op(&grp, i, failed);
+
+		cr_expect_eq(atomic_load(&r->end_rc), 0, "member %d: %s\n%s", i,
+			     ftcc_strerror(atomic_load(&r->end_rc)), describe());
+		cr_expect_eq(r->view1.nmembers, 3, "member %d: %u members at the end", i,
+			     r->view1.nmembers);
+		cr_assert(op, "member %d: op %llu not done\n%s", i, (unsigned long long)failed,
+			  describe());
+		cr_expect(op->rc == 0 && op->ncontrib == 3,
+			  "member %d op %llu: %s, %u contributors", i, (unsigned long long)failed,
+			  ftcc_strerror(op->rc), op->ncontrib);
+		if (op->t_done - r3->ops[failed].t_start > stall)
+			stall = op->t_done - r3->ops[failed].t_start;
+		for (uint64_t s = 0; s < o.limit; s++) {
+			op = ft_group_op(&grp, i, s);
+			cr_assert(op, "member %d: op %llu not done\n%s", i, (unsigned long long)s,
+				  describe());
+			cr_expect(op->rc == 0 && !op->bad_seq, "member %d op %llu: %s", i,
+				  (unsigned long long)s, ftcc_strerror(op->rc));
+		}
+	}
+	/* a member that went silent would cost the timeout (5 s) */
+	cr_expect_lt(stall, 2500 * 1000000ll, "op %llu ended %lld ms after member 3 started it",
+		     (unsigned long long)failed, (long long)(stall / 1000000));
+	for (int r = 0; r < PERIOD; r++)
+		cr_expect_eq(ft_group_op(&grp, 0, o.limit - PERIOD + (uint64_t)r)->ncontrib, 3,
+			     "op %llu of the last period",
+			     (unsigned long long)(o.limit - PERIOD + r));
+	/* over all four processes' records; member 3 is not steady */
+	checked = ft_group_invariants(&grp, all(3), why, sizeof(why));
+	cr_expect_geq(checked, (int)o.limit, "%s\n%s", why, describe());
 }
 
 /* ---- a stream waits, the others go on ----------------------------------------------------- */
