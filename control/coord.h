@@ -66,6 +66,11 @@ struct coord_link {
 	uint32_t nrep; /* reports that count (not about a member that had not issued the op) */
 	int settled;   /* every member has done that op since: the link carried it after all */
 	int shape;     /* a SHAPE report asks for the epoch (not a link fault: counts nothing) */
+	/* Reports about a member idle between ops (stragglers, counting nothing): the latest, and
+	 * the retry they ask for held until that member issued the op (hold_seq of stream hold_t)
+	 * or hold_until, whichever comes first (coord_link_report()). */
+	uint64_t slast, hold_until, hold_seq;
+	uint32_t hold_who, hold_t;
 };
 
 #define COORD_LINKS 64

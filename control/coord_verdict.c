@@ -185,6 +185,20 @@ static uint64_t group_done(const struct ctl_coord *c, uint32_t t)
 	return lo;
 }
 
+/* When the streak of @l was last reported, stragglers included. */
+static uint64_t link_heard(const struct coord_link *l)
+{
+	return l->last > l->slast ? l->last : l->slast;
+}
+
+/* Whether the retry asked by straggler reports only waits still: the accused has not issued
+ * the op yet, and the hold has not run out (coord_link_report()). */
+static int link_held(const struct ctl_coord *c, const struct coord_link *l, uint64_t now)
+{
+	return !l->nrep && !l->shape && l->hold_until && now < l->hold_until &&
+	       c->slots[l->hold_who].next_op[l->hold_t] <= l->hold_seq;
+}
+
 /* A report of the streak of @l failed in op @seq of stream @t. Ops of two streams do not
  * compare: each stream keeps its own highest failed op. */
 static void link_seq(struct coord_link *l, uint32_t t, uint64_t seq)
@@ -240,13 +254,13 @@ void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uin
 {
 	uint32_t a = r < p ? r : p, b = r < p ? p : r;
 	struct coord_link *l;
-	int straggler;
+	int straggler, idle, joined;
 
 	if (c->slots[r].remove || c->slots[p].remove) {
 		return; /* one of them is on its way out already */
 	}
 	l = link_get(c, a, b, now);
-	if ((now - l->last > c->cfg.timeout_ms && l->last) || l->settled) {
+	if ((now - link_heard(l) > c->cfg.timeout_ms && link_heard(l)) || l->settled) {
 		/* the previous streak ended, or the link carried its ops after all: a new fault */
 		memset(l, 0, sizeof(*l));
 		l->a = a;
@@ -259,14 +273,30 @@ void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uin
 	 * their data planes do not know the reporter (no answer to it) until their next attempt.
 	 * Otherwise the accused, in an op (on another lane: FTCC_LANES), answers connections
 	 * meanwhile, and silence from it is a cut. */
-	straggler = cut && c->slots[p].next_op[t] <= seq &&
-		    (c->slots[p].done_op[t] >= c->slots[p].next_op[t] ||
-		     *ctl_rec_start(&c->slots[r].rec, t) > c->slots[p].done_op[t]);
+	idle = c->slots[p].done_op[t] >= c->slots[p].next_op[t];
+	joined = *ctl_rec_start(&c->slots[r].rec, t) > c->slots[p].done_op[t];
+	straggler = cut && c->slots[p].next_op[t] <= seq && (idle || joined);
 	if (straggler) {
 		/* The reporter gets another attempt; nothing counts. */
 		cut = 0;
 		if (!l->last) {
 			l->last = now;
+		}
+		l->slast = now;
+		if (idle && !joined) {
+			/* An attempt before the accused issued the op meets the same silence, and
+			 * each retry epoch restarts the ops in flight of every stream: also those
+			 * whose own reports would show a real cut (a member blocked in stream 0 by
+			 * the cut the reporter meets in stream 1 is idle in stream 1; retried at
+			 * once, the group retried forever). So the retry waits until its heartbeat
+			 * says the accused issued the op, or the failure timeout at most (the
+			 * reporter waits 4 timeouts for an epoch before it gives up). */
+			if (!l->hold_until) {
+				l->hold_until = now + c->cfg.timeout_ms;
+			}
+			l->hold_who = p;
+			l->hold_t = t;
+			l->hold_seq = seq;
 		}
 	} else {
 		if (!l->nrep) {
@@ -305,7 +335,7 @@ void coord_shape_report(struct ctl_coord *c, uint32_t r, uint32_t p, uint64_t ep
 		return;
 	}
 	l = link_get(c, a, b, now);
-	if (l->settled || (l->last && now - l->last > c->cfg.timeout_ms)) {
+	if (l->settled || (link_heard(l) && now - link_heard(l) > c->cfg.timeout_ms)) {
 		memset(l, 0, sizeof(*l)); /* an earlier streak is over: this is no part of it */
 		l->a = a;
 		l->b = b;
@@ -453,7 +483,7 @@ void coord_check_links(struct ctl_coord *c, uint64_t now)
 		if (l->a == l->b) {
 			continue;
 		}
-		if (now - l->last > c->cfg.timeout_ms || c->slots[l->a].state != SLOT_IN ||
+		if (now - link_heard(l) > c->cfg.timeout_ms || c->slots[l->a].state != SLOT_IN ||
 		    c->slots[l->b].state != SLOT_IN || c->slots[l->a].remove ||
 		    c->slots[l->b].remove) {
 			l->a = l->b = 0; /* over, or one end is gone: not a link matter any more */
@@ -474,7 +504,8 @@ void coord_check_links(struct ctl_coord *c, uint64_t now)
 			any = 1;
 			continue;
 		}
-		if (l->want_retry && now >= l->retry_at) {
+		if (l->want_retry && now >= l->retry_at && !link_held(c, l, now)) {
+			l->hold_until = 0;
 			if (!c->retry_pending && !c->prop_epoch && l->shape && !l->nrep) {
 				snprintf(c->retry_why, sizeof(c->retry_why),
 					 "members %u and %u called op %" PRIu64

@@ -400,6 +400,61 @@ Test(ft_mproc_streams, a_member_late_in_one_stream_is_not_cut)
 			     (long long)pg->m[m].t_ns[1]);
 }
 
+/* Each of two members busy in one stream while late in the other: member 0 calls stream 1's op 0
+ * and only three failure timeouts later stream 0's; member 2 calls stream 0's op 0 (so it waits
+ * for member 0 there) before stream 1's; member 1 calls both at once. Stream 0 waits for member
+ * 0 and stream 1 for member 2, each of them in an op of the other stream meanwhile, its data
+ * planes answering: healthy slowness on both sides, nobody removed, both ops exact with all
+ * three. t_ns[1]: the members in the view at the end. */
+static void sc_busy(struct pg_shared *S, int me, ftcc_comm_t *c)
+{
+	ftcc_comm_t *s1;
+	ftcc_request_t *r1 = NULL;
+	struct ftcc_record rec;
+	float x0[COUNT], x1[COUNT];
+	struct ftcc_view v;
+	int rc, bad = 0;
+
+	(void)S;
+	rc = ftcc_comm_stream(c, 1, &s1);
+	PG_FAIL_IF(rc, "ftcc_comm_stream: %s", ftcc_strerror(rc));
+	for (int i = 0; i < COUNT; i++) {
+		x0[i] = input_of(me, 0, 0, i);
+		x1[i] = input_of(me, 1, 0, i);
+	}
+	if (me != 2) {
+		rc = ftcc_iallreduce(s1, x1, x1, COUNT, FTCC_FLOAT32, FTCC_SUM, &r1);
+		PG_FAIL_IF(rc, "stream 1 op 0: %s", ftcc_strerror(rc));
+	}
+	if (me == 0)
+		chaos_sleep_ms(late_ms); /* busy in stream 1, late in stream 0 */
+	rc = ftcc_allreduce(c, x0, x0, COUNT, FTCC_FLOAT32, FTCC_SUM, &rec);
+	PG_FAIL_IF(rc, "stream 0 op 0: %s", ftcc_strerror(rc));
+	check_sum(me, x0, 0, 0, 3, &rec, &bad);
+	PG_FAIL_IF(bad, "stream 0 op 0: wrong result or record");
+	if (me == 2) { /* it was busy in stream 0, late in stream 1 */
+		rc = ftcc_iallreduce(s1, x1, x1, COUNT, FTCC_FLOAT32, FTCC_SUM, &r1);
+		PG_FAIL_IF(rc, "stream 1 op 0: %s", ftcc_strerror(rc));
+	}
+	rc = ftcc_wait(r1, &rec);
+	PG_FAIL_IF(rc, "stream 1 op 0: %s", ftcc_strerror(rc));
+	check_sum(me, x1, 1, 0, 3, &rec, &bad);
+	PG_FAIL_IF(bad, "stream 1 op 0: wrong result or record");
+	rc = ftcc_comm_view(c, &v, NULL, 0);
+	PG_FAIL_IF(rc || v.state, "view: %s", ftcc_strerror(rc ? rc : v.state));
+	pg->m[me].t_ns[1] = v.nmembers;
+}
+
+Test(ft_mproc_streams, members_busy_in_one_stream_and_late_in_the_other_are_not_cut)
+{
+	pg_nstreams = 2;
+	late_ms = PG_TIMEOUT_MS * 3;
+	pg_run("streambusy", 3, sc_busy, 30000, 0);
+	for (int m = 0; m < 3; m++)
+		cr_expect_eq(pg->m[m].t_ns[1], 3, "member %d: %lld members at the end", m,
+			     (long long)pg->m[m].t_ns[1]);
+}
+
 /* ---- handles --------------------------------------------------------------------------------- */
 
 static void sc_handles(struct pg_shared *S, int me, ftcc_comm_t *c)

@@ -215,6 +215,54 @@ Test(ctl_sm_streams, a_link_failing_in_two_streams_is_one_streak)
 	fn_free(fn);
 }
 
+/* A one-way cut between members 1 and 2 that member 2 meets while its op of stream 0 is in
+ * flight, and member 1 in stream 1, where member 2 has not issued the op: its ops of stream 1
+ * wait behind its blocked op of stream 0 (an application bounds its ops in flight). Member 1
+ * reports member 2 unreachable in stream 1 every 100 ms, as a member waiting for an epoch does;
+ * member 2 is idle in stream 1 there, a straggler, which counts nothing. The stream 0 op sees
+ * the cut only after half the failure timeout of one attempt (its data unacknowledged; once
+ * seen, at once in every later attempt, the data staying unacknowledged on the connection),
+ * and each epoch restarts it. A retry per straggler report restarted it before it could ever
+ * tell: retry epochs forever, and the group never got past the cut. Held until the accused
+ * issues the op (or for the failure timeout), the stream 0 op gets its half timeout, its
+ * reports count, and the cut rule removes one end of the link. */
+Test(ctl_sm_streams, a_straggler_in_one_stream_holds_no_cut_in_another_from_its_verdict)
+{
+	struct fn_cfg cfg = { .sizes = { 3 }, .nstreams = 2, .timeout_ms = 1000 };
+	struct fn *fn = fn_new(&cfg);
+	uint64_t e = 0, since = 0;
+	int gone = 0, epochs = 0, seen = 0;
+
+	fn_form(fn, 2000);
+	fn_run(fn, 300);
+	for (int k = 0; k < 3; k++) {
+		fn_progress_s(fn, k, 0, 12, k == 2 ? 9 : 12); /* member 2 in op 9 of stream 0 */
+		fn_progress_s(fn, k, 1, k == 2 ? 4 : 5, 4);   /* and idle in stream 1 */
+	}
+	fn_run(fn, 200);
+	for (int t = 0; t < 100 && !gone; t++) {
+		uint64_t now = fn_now(fn), cur = fn_max_epoch(fn, 0);
+
+		if (cur != e) { /* a new attempt of every op in flight */
+			e = cur;
+			since = now;
+			epochs++;
+		}
+		fn_suspect_s(fn, 1, 2, CTL_EV_CUT, 1, 4);
+		seen |= now - since >=
+			cfg.timeout_ms / 2; /* an attempt lived long enough to tell */
+		if (seen)
+			fn_suspect_s(fn, 1, 2, CTL_EV_LINK, 0, 9);
+		fn_run(fn, 100);
+		gone = fn_state(fn, 1) != CTL_M_ACTIVE || fn_state(fn, 2) != CTL_M_ACTIVE;
+	}
+	cr_expect(gone, "a cut in stream 0 for %d ms, %d epochs, nobody removed", 100 * 100,
+		  epochs);
+	cr_expect_eq(fn_state(fn, 0), CTL_M_ACTIVE);
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
 struct ack_seen {
 	int node;
 	int seen;
