@@ -65,6 +65,41 @@ static uint32_t all(int n)
 	return (1u << n) - 1;
 }
 
+/* Member 3 left: the last period's ops, one of every stream, ran with the other three, and
+ * the invariants hold over all four processes' records (@limit ops) with members 0-2 steady. */
+static void expect_without_member_3(uint64_t limit)
+{
+	char why[1024];
+	int checked;
+
+	for (int r = 0; r < PERIOD; r++)
+		cr_expect_eq(ft_group_op(&grp, 0, limit - PERIOD + (uint64_t)r)->ncontrib, 3,
+			     "op %llu of the last period",
+			     (unsigned long long)(limit - PERIOD + r));
+	checked = ft_group_invariants(&grp, all(3), why, sizeof(why));
+	cr_expect_geq(checked, (int)limit, "%s\n%s", why, describe());
+}
+
+/* Starts group @name of @n members with @o and waits until it formed. */
+static void streams_start(const char *name, int n, const struct ft_group_opts *o)
+{
+	cr_assert_eq(ft_group_start(&grp, name, n, o), 0);
+	cr_assert_eq(ft_group_wait_created(&grp, all(n), FORM_MS), 0, "%s", describe());
+}
+
+/* Member @i ended its script without an error, with @n members in its view: returns the view's
+ * epoch. */
+static uint64_t expect_steady(int i, uint32_t n)
+{
+	const struct ft_run *r = ft_group_cur(&grp, i);
+
+	cr_expect_eq(atomic_load(&r->end_rc), 0, "member %d: %s\n%s", i,
+		     ftcc_strerror(atomic_load(&r->end_rc)), describe());
+	cr_expect_eq(r->view1.nmembers, n, "member %d: %u members at the end", i,
+		     r->view1.nmembers);
+	return r->view1.epoch;
+}
+
 /* Member i issues each period's ops from stream i % NS on (ft_group's opts.nstreams): checks
  * that the members' orders did differ, from the ops' start times. */
 static void expect_orders_differ(int n, uint64_t periods)
@@ -102,8 +137,7 @@ Test(ft_mproc_streams, members_call_streams_in_different_orders_of_3)
 	char why[1024];
 	int checked;
 
-	cr_assert_eq(ft_group_start(&grp, "streams3", 3, &o), 0);
-	cr_assert_eq(ft_group_wait_created(&grp, all(3), FORM_MS), 0, "%s", describe());
+	streams_start("streams3", 3, &o);
 	cr_assert_eq(ft_group_wait_ended(&grp, all(3), RUN_MS), 0, "%s", describe());
 	for (int i = 0; i < 3; i++) {
 		const struct ft_run *r = ft_group_cur(&grp, i);
@@ -146,11 +180,8 @@ Test(ft_mproc_streams, killed_with_ops_of_every_stream_in_flight_of_4)
 		.script = big, .nspec = PERIOD, .nstreams = NS, .depth = 6, .limit = 250
 	};
 	uint64_t max = 0;
-	char why[1024];
-	int checked;
 
-	cr_assert_eq(ft_group_start(&grp, "streams4k", 4, &o), 0);
-	cr_assert_eq(ft_group_wait_created(&grp, all(4), FORM_MS), 0, "%s", describe());
+	streams_start("streams4k", 4, &o);
 	cr_assert_eq(ft_group_wait_op(&grp, all(4), 60, RUN_MS), 0, "%s", describe());
 	ft_group_kill(&grp, 3);
 	cr_assert_eq(ft_group_wait_ended(&grp, all(3), RUN_MS), 0, "%s", describe());
@@ -172,13 +203,7 @@ Test(ft_mproc_streams, killed_with_ops_of_every_stream_in_flight_of_4)
 			      max;
 	}
 	cr_expect_gt(max, 1, "no epoch after the kill");
-	/* the last ops ran without member 3, in every stream */
-	for (int r = 0; r < PERIOD; r++)
-		cr_expect_eq(ft_group_op(&grp, 0, o.limit - PERIOD + (uint64_t)r)->ncontrib, 3,
-			     "op %llu of the last period",
-			     (unsigned long long)(o.limit - PERIOD + r));
-	checked = ft_group_invariants(&grp, all(3), why, sizeof(why));
-	cr_expect_geq(checked, (int)o.limit, "%s\n%s", why, describe());
+	expect_without_member_3(o.limit);
 }
 
 /* A fault between live members: member 2's data-plane send fails with ECONNRESET in the ring of
@@ -201,17 +226,12 @@ Test(ft_mproc_streams, a_reset_link_in_stream_1_evicts_nobody_of_4)
 	int checked;
 
 	o.fault[2] = "rs:20:0:reset";
-	cr_assert_eq(ft_group_start(&grp, "streams4r", 4, &o), 0);
-	cr_assert_eq(ft_group_wait_created(&grp, all(4), FORM_MS), 0, "%s", describe());
+	streams_start("streams4r", 4, &o);
 	cr_assert_eq(ft_group_wait_ended(&grp, all(4), RUN_MS), 0, "%s", describe());
 	for (int i = 0; i < 4; i++) {
-		const struct ft_run *r = ft_group_cur(&grp, i);
+		uint64_t e = expect_steady(i, 4);
 
-		cr_expect_eq(atomic_load(&r->end_rc), 0, "member %d: %s\n%s", i,
-			     ftcc_strerror(atomic_load(&r->end_rc)), describe());
-		cr_expect_eq(r->view1.nmembers, 4, "member %d: %u members at the end", i,
-			     r->view1.nmembers);
-		max = r->view1.epoch > max ? r->view1.epoch : max;
+		max = e > max ? e : max;
 	}
 	cr_expect_gt(max, 1, "the reset made no epoch (did the fault fire?)\n%s", describe());
 	/* every member in every op, every result exact and alike, one member list per epoch */
@@ -235,12 +255,9 @@ Test(ft_mproc_streams, a_member_out_of_memory_in_one_stream_leaves_at_once_of_4)
 	const struct ft_run *r3;
 	uint64_t failed = UINT64_MAX, j = 0;
 	int64_t stall = 0;
-	char why[1024];
-	int checked;
 
 	o.fault[3] = "input:20:0:fail";
-	cr_assert_eq(ft_group_start(&grp, "streams4m", 4, &o), 0);
-	cr_assert_eq(ft_group_wait_created(&grp, all(4), FORM_MS), 0, "%s", describe());
+	streams_start("streams4m", 4, &o);
 	cr_assert_eq(ft_group_wait_ended(&grp, 1u << 3, RUN_MS), 0, "member 3 goes on\n%s",
 		     describe());
 	r3 = ft_group_cur(&grp, 3);
@@ -254,13 +271,9 @@ Test(ft_mproc_streams, a_member_out_of_memory_in_one_stream_leaves_at_once_of_4)
 		     (unsigned long long)j);
 	cr_assert_eq(ft_group_wait_ended(&grp, all(3), RUN_MS), 0, "%s", describe());
 	for (int i = 0; i < 3; i++) {
-		const struct ft_run *r = ft_group_cur(&grp, i);
 		const struct ft_op *op = ft_group_op(&grp, i, failed);
 
-		cr_expect_eq(atomic_load(&r->end_rc), 0, "member %d: %s\n%s", i,
-			     ftcc_strerror(atomic_load(&r->end_rc)), describe());
-		cr_expect_eq(r->view1.nmembers, 3, "member %d: %u members at the end", i,
-			     r->view1.nmembers);
+		expect_steady(i, 3);
 		cr_assert(op, "member %d: op %llu not done\n%s", i, (unsigned long long)failed,
 			  describe());
 		cr_expect(op->rc == 0 && op->ncontrib == 3,
@@ -279,13 +292,7 @@ Test(ft_mproc_streams, a_member_out_of_memory_in_one_stream_leaves_at_once_of_4)
 	/* a member that went silent would cost the timeout (5 s) */
 	cr_expect_lt(stall, 2500 * 1000000ll, "op %llu ended %lld ms after member 3 started it",
 		     (unsigned long long)failed, (long long)(stall / 1000000));
-	for (int r = 0; r < PERIOD; r++)
-		cr_expect_eq(ft_group_op(&grp, 0, o.limit - PERIOD + (uint64_t)r)->ncontrib, 3,
-			     "op %llu of the last period",
-			     (unsigned long long)(o.limit - PERIOD + r));
-	/* over all four processes' records; member 3 is not steady */
-	checked = ft_group_invariants(&grp, all(3), why, sizeof(why));
-	cr_expect_geq(checked, (int)o.limit, "%s\n%s", why, describe());
+	expect_without_member_3(o.limit);
 }
 
 /* ---- a stream waits, the others go on ----------------------------------------------------- */
@@ -311,6 +318,14 @@ static void check_sum(int me, const float *x, int stream, uint64_t seq, int n,
 		*bad |= x[i] != want;
 	}
 	(void)me;
+}
+
+/* Every member of the three saw all three in its view at the end (t_ns[1]). */
+static void expect_three_at_the_end(void)
+{
+	for (int m = 0; m < 3; m++)
+		cr_expect_eq(pg->m[m].t_ns[1], 3, "member %d: %lld members at the end", m,
+			     (long long)pg->m[m].t_ns[1]);
 }
 
 /* The member that calls stream 1's op 0 last, and how late after the others looked at theirs. */
@@ -395,9 +410,7 @@ Test(ft_mproc_streams, a_member_late_in_one_stream_is_not_cut)
 	late_member = 2;
 	late_ms = PG_TIMEOUT_MS * 3;
 	pg_run("streamlate", 3, sc_wait, 30000, 0);
-	for (int m = 0; m < 3; m++)
-		cr_expect_eq(pg->m[m].t_ns[1], 3, "member %d: %lld members at the end", m,
-			     (long long)pg->m[m].t_ns[1]);
+	expect_three_at_the_end();
 }
 
 /* Each of two members busy in one stream while late in the other: member 0 calls stream 1's op 0
@@ -450,9 +463,7 @@ Test(ft_mproc_streams, members_busy_in_one_stream_and_late_in_the_other_are_not_
 	pg_nstreams = 2;
 	late_ms = PG_TIMEOUT_MS * 3;
 	pg_run("streambusy", 3, sc_busy, 30000, 0);
-	for (int m = 0; m < 3; m++)
-		cr_expect_eq(pg->m[m].t_ns[1], 3, "member %d: %lld members at the end", m,
-			     (long long)pg->m[m].t_ns[1]);
+	expect_three_at_the_end();
 }
 
 /* ---- handles --------------------------------------------------------------------------------- */
