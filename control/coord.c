@@ -471,6 +471,8 @@ void coord_commit(struct ctl_coord *c, uint64_t now)
 		/* This epoch reopens every op in flight: the retries asked so far are done. */
 		for (i = 0; i < COORD_LINKS; i++) {
 			c->links[i].want_retry = 0;
+			c->links[i].hold_until = 0;
+			c->links[i].urgent = 0;
 		}
 	}
 	/* A joiner stays, with its first op @jb: the ops below it run without it (each member's

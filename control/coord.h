@@ -71,6 +71,13 @@ struct coord_link {
 	 * or hold_until, whichever comes first (coord_link_report()). */
 	uint64_t slast, hold_until, hold_seq;
 	uint32_t hold_who, hold_t;
+	int urgent; /* a straggler report of a joiner's: its retry is not held */
+	/* The latest straggler report (by s_rep in stream s_t about op s_seq, in epoch s_epoch;
+	 * s_valid): the same report sent again stays a straggler's after the accused issued the op,
+	 * as the evidence predates it. */
+	uint64_t s_seq, s_epoch;
+	uint32_t s_rep, s_t;
+	int s_valid;
 };
 
 #define COORD_LINKS 64

@@ -185,9 +185,13 @@ static uint64_t group_done(const struct ctl_coord *c, uint32_t t)
 	return lo;
 }
 
-/* When the streak of @l was last reported, stragglers included. */
+/* When the streak of @l was last reported: a streak of straggler reports only (counting
+ * nothing) lives as long as they come; one with reports that count, as long as those do. */
 static uint64_t link_heard(const struct coord_link *l)
 {
+	if (l->nrep) {
+		return l->last;
+	}
 	return l->last > l->slast ? l->last : l->slast;
 }
 
@@ -195,7 +199,7 @@ static uint64_t link_heard(const struct coord_link *l)
  * the op yet, and the hold has not run out (coord_link_report()). */
 static int link_held(const struct ctl_coord *c, const struct coord_link *l, uint64_t now)
 {
-	return !l->nrep && !l->shape && l->hold_until && now < l->hold_until &&
+	return !l->nrep && !l->shape && !l->urgent && l->hold_until && now < l->hold_until &&
 	       c->slots[l->hold_who].next_op[l->hold_t] <= l->hold_seq;
 }
 
@@ -235,7 +239,7 @@ static struct coord_link *link_get(struct ctl_coord *c, uint32_t a, uint32_t b, 
 		if (l->a == l->b && !free_l) {
 			free_l = l;
 		}
-		if (!oldest || l->last < oldest->last) {
+		if (!oldest || link_heard(l) < link_heard(oldest)) {
 			oldest = l;
 		}
 	}
@@ -276,6 +280,11 @@ void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uin
 	idle = c->slots[p].done_op[t] >= c->slots[p].next_op[t];
 	joined = *ctl_rec_start(&c->slots[r].rec, t) > c->slots[p].done_op[t];
 	straggler = cut && c->slots[p].next_op[t] <= seq && (idle || joined);
+	/* The same report again (a member waiting for an epoch repeats its report): its evidence
+	 * is as old as the first, which was a straggler's, also once the accused issued the op
+	 * (a held retry ends there, and the repeats until the epoch commits would count). */
+	straggler |= cut && l->s_valid && l->s_rep == r && l->s_t == t && l->s_seq == seq &&
+		     epoch <= l->s_epoch;
 	if (straggler) {
 		/* The reporter gets another attempt; nothing counts. */
 		cut = 0;
@@ -283,6 +292,12 @@ void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uin
 			l->last = now;
 		}
 		l->slast = now;
+		l->s_valid = 1;
+		l->s_rep = r;
+		l->s_t = t;
+		l->s_seq = seq;
+		l->s_epoch = epoch;
+		l->urgent |= joined;
 		if (idle && !joined) {
 			/* An attempt before the accused issued the op meets the same silence, and
 			 * each retry epoch restarts the ops in flight of every stream: also those
@@ -292,7 +307,9 @@ void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uin
 			 * says the accused issued the op, or the failure timeout at most (the
 			 * reporter waits 4 timeouts for an epoch before it gives up). */
 			if (!l->hold_until) {
-				l->hold_until = now + c->cfg.timeout_ms;
+				/* a takeover coordinator: the reporter lost time already */
+				l->hold_until = now + (c->cfg.takeover ? c->cfg.timeout_ms / 2 :
+									 c->cfg.timeout_ms);
 			}
 			l->hold_who = p;
 			l->hold_t = t;
@@ -483,9 +500,9 @@ void coord_check_links(struct ctl_coord *c, uint64_t now)
 		if (l->a == l->b) {
 			continue;
 		}
-		if (now - link_heard(l) > c->cfg.timeout_ms || c->slots[l->a].state != SLOT_IN ||
-		    c->slots[l->b].state != SLOT_IN || c->slots[l->a].remove ||
-		    c->slots[l->b].remove) {
+		if ((now - link_heard(l) > c->cfg.timeout_ms && !l->want_retry) ||
+		    c->slots[l->a].state != SLOT_IN || c->slots[l->b].state != SLOT_IN ||
+		    c->slots[l->a].remove || c->slots[l->b].remove) {
 			l->a = l->b = 0; /* over, or one end is gone: not a link matter any more */
 			continue;
 		}
@@ -506,6 +523,7 @@ void coord_check_links(struct ctl_coord *c, uint64_t now)
 		}
 		if (l->want_retry && now >= l->retry_at && !link_held(c, l, now)) {
 			l->hold_until = 0;
+			l->urgent = 0;
 			if (!c->retry_pending && !c->prop_epoch && l->shape && !l->nrep) {
 				snprintf(c->retry_why, sizeof(c->retry_why),
 					 "members %u and %u called op %" PRIu64

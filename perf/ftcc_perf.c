@@ -126,8 +126,8 @@ static void usage(FILE *f)
 		"           come from the launcher: OMPI_COMM_WORLD_RANK/_SIZE, PMIX_RANK, PMI_RANK/\n"
 		"           PMI_SIZE, SLURM_PROCID/SLURM_NTASKS or RANK/WORLD_SIZE, and FTCC_PERF_BOOT\n"
 		"           or MASTER_ADDR:MASTER_PORT. Not with the fault mode or --kill\n"
-		"  --bind   forked ranks: core binds rank r to the r-th CPU this process may run\n"
-		"           on (needs ranks <= CPUs); none leaves placement to the scheduler; auto\n"
+		"  --bind   forked ranks: core binds rank r to the r-th core this process may run\n"
+		"           on (needs ranks <= cores); none leaves placement to the scheduler; auto\n"
 		"           (default) is core with at most 2 ranks, else none, as mpirun binds its\n"
 		"           ranks by default. A rank run under a launcher keeps the launcher's\n"
 		"           binding\n"
@@ -358,29 +358,62 @@ static int wait_ranks(pid_t *pids, int n, int victim)
 	return failed ? -EIO : 0;
 }
 
-/* The CPUs of forked rank @r of @n under o->bind, in @set; 0: bind to them, 1: leave the rank
- * where the scheduler puts it, -EINVAL: "core" asked for more ranks than CPUs. mpirun's
+/* The core of CPU @cpu: its package and core ids (sysfs), or the CPU itself where they cannot
+ * be read. Hardware threads of one core share it. */
+static long long core_of(int cpu)
+{
+	long long id[2] = { -1, -1 };
+	const char *what[2] = { "physical_package_id", "core_id" };
+
+	for (int i = 0; i < 2; i++) {
+		char path[96];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/topology/%s", cpu,
+			 what[i]);
+		f = fopen(path, "r");
+		if (!f || fscanf(f, "%lld", &id[i]) != 1)
+			id[i] = -1;
+		if (f)
+			fclose(f);
+	}
+	return id[0] < 0 || id[1] < 0 ? -1 - cpu : (id[0] << 20) | id[1];
+}
+
+/* The CPUs of forked rank @r of @n under o->bind, in @set: every hardware thread of the r-th
+ * core this process may run on, as mpirun binds to a core. 0: bind to them, 1: leave the rank
+ * where the scheduler puts it, -EINVAL: "core" asked for more ranks than cores. mpirun's
  * default is to bind to a core with at most 2 ranks; ranks that share cores are not bound. */
 static int rank_cpus(const struct perf_opts *o, int r, int n, cpu_set_t *set)
 {
+	static long long cores[CPU_SETSIZE];
 	cpu_set_t allowed;
-	int ncpu, k = 0;
+	int ncores = 0;
 
 	if (o->bind == PERF_BIND_NONE || sched_getaffinity(0, sizeof(allowed), &allowed))
 		return 1;
-	ncpu = CPU_COUNT(&allowed);
-	if (n > ncpu)
+	for (int c = 0; c < CPU_SETSIZE; c++) {
+		long long id;
+		int k = 0;
+
+		if (!CPU_ISSET(c, &allowed))
+			continue;
+		id = core_of(c);
+		while (k < ncores && cores[k] != id)
+			k++;
+		if (k == ncores)
+			cores[ncores++] = id;
+	}
+	if (n > ncores)
 		return o->bind == PERF_BIND_CORE ? -EINVAL : 1;
 	if (o->bind == PERF_BIND_AUTO && n > 2)
 		return 1;
 	CPU_ZERO(set);
 	for (int c = 0; c < CPU_SETSIZE; c++) {
-		if (CPU_ISSET(c, &allowed) && k++ == r) {
+		if (CPU_ISSET(c, &allowed) && core_of(c) == cores[r])
 			CPU_SET(c, set);
-			return 0;
-		}
 	}
-	return 1;
+	return 0;
 }
 
 /* Forks @m's ranks (-N of them where the mode allows), each running m->run on its end of the
@@ -403,7 +436,7 @@ static int run_mode(const struct perf_mode *m, const struct perf_opts *o)
 		return -EINVAL;
 	}
 	if (rank_cpus(o, 0, n, &cpus) < 0) {
-		fprintf(stderr, "ftcc-perf: --bind core: %d ranks and fewer CPUs\n", n);
+		fprintf(stderr, "ftcc-perf: --bind core: %d ranks and fewer cores\n", n);
 		return -EINVAL;
 	}
 	rc = perf_boot_create(all, n);

@@ -552,8 +552,8 @@ struct ar_capi {
 
 /* A port at @ip that binds now, below the kernel's ephemeral range: a port handed out for port 0
  * and closed again goes back to that range, where any connection on this host may take it as
- * its local port before the member binds it (ftcc_comm_create then fails, EADDRINUSE). 0 when
- * none is found. */
+ * its local port before the member binds it (ftcc_comm_create then fails, EADDRINUSE). Where
+ * the range leaves no room below it, one the kernel hands out. 0 when none is found. */
 static uint16_t free_port_below_ephemeral(const char *ip)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
@@ -579,6 +579,18 @@ static uint16_t free_port_below_ephemeral(const char *ip)
 		if (ok)
 			return ntohs(sa.sin_port);
 	}
+	if (lo <= 12000) {
+		socklen_t len = sizeof(sa);
+		int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+		sa.sin_port = 0;
+		ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+		     getsockname(fd, (struct sockaddr *)&sa, &len) == 0;
+		if (fd >= 0)
+			close(fd);
+		if (ok)
+			return ntohs(sa.sin_port);
+	}
 	return 0;
 }
 
@@ -590,8 +602,8 @@ int perf_capi_addrs(struct perf_boot *b, char (*addrs)[80], char *group, size_t 
 	ports[b->rank] = free_port_below_ephemeral(b->host[b->rank]);
 	if (!ports[b->rank]) {
 		rc = -EADDRNOTAVAIL;
-		fprintf(stderr, "ftcc-perf rank %d: no free port on %s below the ephemeral range\n",
-			b->rank, b->host[b->rank]);
+		fprintf(stderr, "ftcc-perf rank %d: no free port on %s\n", b->rank,
+			b->host[b->rank]);
 	}
 	if (b->rank == 0) {
 		for (i = 1; i < b->nranks && !rc; i++) {

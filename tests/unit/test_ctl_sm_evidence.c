@@ -388,6 +388,42 @@ Test(ctl_sm, cut_report_about_a_member_between_ops_removes_nobody)
 	fn_free(fn);
 }
 
+/* The retry that straggler reports ask for is held while the accused has not issued the op (an
+ * attempt before that meets the same silence, and restarts every op in flight), and comes as
+ * soon as its heartbeat says it did. The reporter repeats its report until that epoch commits:
+ * the same report (same op, same epoch), made while the accused was between ops, still counts
+ * nothing, though the accused is in the op now. Counted, it made the link a cut, and the cut rule
+ * removed a member that had only been late. */
+Test(ctl_sm, a_straggler_retry_waits_for_the_op_and_its_repeats_count_nothing)
+{
+	struct fn *fn = formed(3);
+	uint64_t e0 = fn_max_epoch(fn, 0), t0;
+
+	fn_progress(fn, 0, 100, 96);
+	fn_progress(fn, 1, 100, 96);
+	fn_progress(fn, 2, 96, 96);
+	fn_run(fn, 300);
+	for (int t = 0; t < 5; t++) {
+		fn_suspect_at(fn, 1, 2, CTL_EV_CUT, 96);
+		fn_run(fn, 100);
+	}
+	cr_expect_eq(fn_max_epoch(fn, 0), e0, "a retry epoch before member 2 issued op 96");
+	fn_progress(fn, 2, 97, 96);
+	t0 = fn_now(fn);
+	for (int t = 0; t < 10 && fn_max_epoch(fn, 0) == e0; t++) {
+		fn_suspect_at(fn, 1, 2, CTL_EV_CUT, 96); /* again, until the epoch comes */
+		fn_run(fn, 50);
+	}
+	cr_expect_gt(fn_max_epoch(fn, 0), e0, "no retry epoch once member 2 issued op 96");
+	cr_expect_leq(fn_now(fn) - t0, 400, "the retry came %llu ms after member 2 issued op 96",
+		      (unsigned long long)(fn_now(fn) - t0));
+	fn_run(fn, 2 * TIMEOUT);
+	for (int k = 0; k < 3; k++)
+		cr_expect_eq(fn_state(fn, k), CTL_M_ACTIVE, "member %d", k);
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
 /* The same reports about a member that has not issued op 97 either but is still in op 96 (the
  * ops of a communicator run on lanes: it answers connections meanwhile): a cut, and the rule
  * removes one of the two (the higher id). */

@@ -258,6 +258,9 @@ Test(ctl_sm_streams, a_straggler_in_one_stream_holds_no_cut_in_another_from_its_
 	}
 	cr_expect(gone, "a cut in stream 0 for %d ms, %d epochs, nobody removed", 100 * 100,
 		  epochs);
+	/* one end of the link goes, by the cut rule the higher id */
+	cr_expect_eq(fn_state(fn, 2), CTL_M_REMOVED);
+	cr_expect_eq(fn_state(fn, 1), CTL_M_ACTIVE);
 	cr_expect_eq(fn_state(fn, 0), CTL_M_ACTIVE);
 	FN_CHECK(fn);
 	fn_free(fn);
