@@ -52,6 +52,12 @@ struct coord_slot {
 
 /* Trouble on the data link between members a < b, as members reported it (SUSPECT LINK or
  * CUT). A streak ends when no report came for the failure timeout. */
+/* A straggler report remembered (struct coord_link's srep): its op and epoch. */
+struct coord_srep {
+	uint64_t seq, epoch;
+	int valid;
+};
+
 struct coord_link {
 	uint32_t a, b;	   /* a == b: the entry is free */
 	uint64_t first;	   /* first report of the streak */
@@ -72,12 +78,10 @@ struct coord_link {
 	uint64_t slast, hold_until, hold_seq;
 	uint32_t hold_who, hold_t;
 	int urgent; /* a straggler report of a joiner's: its retry is not held */
-	/* The latest straggler report (by s_rep in stream s_t about op s_seq, in epoch s_epoch;
-	 * s_valid): the same report sent again stays a straggler's after the accused issued the op,
-	 * as the evidence predates it. */
-	uint64_t s_seq, s_epoch;
-	uint32_t s_rep, s_t;
-	int s_valid;
+	/* The latest straggler report of each direction ([0]: by a, about b) and stream: the same
+	 * report sent again stays a straggler's after the accused issued the op, as the evidence
+	 * predates it. A member waiting in several streams repeats a report in each. */
+	struct coord_srep srep[2][CTL_STREAMS_MAX];
 };
 
 #define COORD_LINKS 64

@@ -259,6 +259,7 @@ void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uin
 	uint32_t a = r < p ? r : p, b = r < p ? p : r;
 	struct coord_link *l;
 	int straggler, idle, joined;
+	struct coord_srep *sr;
 
 	if (c->slots[r].remove || c->slots[p].remove) {
 		return; /* one of them is on its way out already */
@@ -283,8 +284,8 @@ void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uin
 	/* The same report again (a member waiting for an epoch repeats its report): its evidence
 	 * is as old as the first, which was a straggler's, also once the accused issued the op
 	 * (a held retry ends there, and the repeats until the epoch commits would count). */
-	straggler |= cut && l->s_valid && l->s_rep == r && l->s_t == t && l->s_seq == seq &&
-		     epoch <= l->s_epoch;
+	sr = &l->srep[r != l->a][t < CTL_STREAMS_MAX ? t : 0];
+	straggler |= cut && sr->valid && sr->seq == seq && epoch <= sr->epoch;
 	if (straggler) {
 		/* The reporter gets another attempt; nothing counts. */
 		cut = 0;
@@ -292,11 +293,9 @@ void coord_link_report(struct ctl_coord *c, uint32_t r, uint32_t p, int cut, uin
 			l->last = now;
 		}
 		l->slast = now;
-		l->s_valid = 1;
-		l->s_rep = r;
-		l->s_t = t;
-		l->s_seq = seq;
-		l->s_epoch = epoch;
+		sr->valid = 1;
+		sr->seq = seq;
+		sr->epoch = epoch;
 		l->urgent |= joined;
 		if (idle && !joined) {
 			/* An attempt before the accused issued the op meets the same silence, and

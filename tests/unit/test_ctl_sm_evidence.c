@@ -398,6 +398,7 @@ Test(ctl_sm, a_straggler_retry_waits_for_the_op_and_its_repeats_count_nothing)
 {
 	struct fn *fn = formed(3);
 	uint64_t e0 = fn_max_epoch(fn, 0), t0;
+	int repeats = 0;
 
 	fn_progress(fn, 0, 100, 96);
 	fn_progress(fn, 1, 100, 96);
@@ -412,8 +413,10 @@ Test(ctl_sm, a_straggler_retry_waits_for_the_op_and_its_repeats_count_nothing)
 	t0 = fn_now(fn);
 	for (int t = 0; t < 10 && fn_max_epoch(fn, 0) == e0; t++) {
 		fn_suspect_at(fn, 1, 2, CTL_EV_CUT, 96); /* again, until the epoch comes */
+		repeats++;
 		fn_run(fn, 50);
 	}
+	cr_expect_geq(repeats, 2, "no repeat between the op's issue and the epoch");
 	cr_expect_gt(fn_max_epoch(fn, 0), e0, "no retry epoch once member 2 issued op 96");
 	cr_expect_leq(fn_now(fn) - t0, 400, "the retry came %llu ms after member 2 issued op 96",
 		      (unsigned long long)(fn_now(fn) - t0));

@@ -266,6 +266,41 @@ Test(ctl_sm_streams, a_straggler_in_one_stream_holds_no_cut_in_another_from_its_
 	fn_free(fn);
 }
 
+/* A straggler in two streams: member 1 waits for member 2 in op 96 of stream 0 and op 40 of
+ * stream 1, and repeats its report of each every 100 ms until an epoch comes. Member 2 issues
+ * stream 0's op, and stays idle in stream 1: the repeats of the stream 0 report, as old as the
+ * first, still count nothing (remembered per stream and direction, not as the link's latest
+ * report, which the stream 1 repeats kept replacing), and nobody is removed. */
+Test(ctl_sm_streams, repeats_of_a_straggler_report_in_two_streams_count_nothing)
+{
+	struct fn_cfg cfg = { .sizes = { 3 }, .nstreams = 2, .timeout_ms = 1000 };
+	struct fn *fn = fn_new(&cfg);
+	uint64_t e0;
+
+	fn_form(fn, 2000);
+	fn_run(fn, 300);
+	for (int k = 0; k < 3; k++) {
+		fn_progress_s(fn, k, 0, k == 2 ? 96 : 100, 96);
+		fn_progress_s(fn, k, 1, k == 2 ? 40 : 41, 40);
+	}
+	fn_run(fn, 300);
+	e0 = fn_max_epoch(fn, 0);
+	for (int t = 0; t < 40; t++) {
+		if (t == 3) /* member 2 issues stream 0's op; stream 1's it does not */
+			fn_progress_s(fn, 2, 0, 97, 96);
+		if (fn_max_epoch(fn, 0) == e0) { /* the reports of an attempt, until its epoch */
+			fn_suspect_s(fn, 1, 2, CTL_EV_CUT, 0, 96);
+			fn_suspect_s(fn, 1, 2, CTL_EV_CUT, 1, 40);
+		}
+		fn_run(fn, 50);
+	}
+	cr_expect_gt(fn_max_epoch(fn, 0), e0, "no retry epoch");
+	for (int k = 0; k < 3; k++)
+		cr_expect_eq(fn_state(fn, k), CTL_M_ACTIVE, "member %d", k);
+	FN_CHECK(fn);
+	fn_free(fn);
+}
+
 struct ack_seen {
 	int node;
 	int seen;
