@@ -50,14 +50,14 @@ struct coord_slot {
 	uint32_t silence_by;	/* who reported it */
 };
 
-/* Trouble on the data link between members a < b, as members reported it (SUSPECT LINK or
- * CUT). A streak ends when no report came for the failure timeout. */
 /* A straggler report remembered (struct coord_link's srep): its op and epoch. */
 struct coord_srep {
 	uint64_t seq, epoch;
 	int valid;
 };
 
+/* Trouble on the data link between members a < b, as members reported it (SUSPECT LINK or
+ * CUT). A streak ends when no report came for the failure timeout. */
 struct coord_link {
 	uint32_t a, b;	   /* a == b: the entry is free */
 	uint64_t first;	   /* first report of the streak */
